@@ -1,0 +1,129 @@
+// The `vidbatch` command: parses arguments and calls library functions; no logic lives here.
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { startDevServer, DEFAULT_DB_FILE } from './temporal/dev-server';
+import { startSimulator } from './simulator/server';
+
+const program = new Command('vidbatch')
+  .description('Bulk video generation from CSV files, run durably on Temporal.')
+  .showHelpAfterError();
+
+export function number(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n)) throw new InvalidArgumentError('not a number');
+  return n;
+}
+
+export function waitForCtrlC(): Promise<void> {
+  return new Promise((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+}
+
+program
+  .command('server')
+  .description('Run the Temporal dev server (with Web UI) in the foreground, persisting to a SQLite file.')
+  .addOption(new Option('--db-file <path>', 'SQLite file').env('VIDBATCH_DB_FILE').default(DEFAULT_DB_FILE))
+  .addOption(new Option('--port <n>', 'gRPC port (default: a free one)').argParser(number))
+  .addOption(new Option('--ui-port <n>', 'Web UI port (default: a free one)').argParser(number))
+  .addOption(new Option('--namespace <ns>', 'namespace').env('TEMPORAL_NAMESPACE').default('default'))
+  .action(async (opts: { dbFile: string; port?: number; uiPort?: number; namespace: string }) => {
+    const server = await startDevServer(opts);
+    console.log(`Temporal gRPC address: ${server.address}`);
+    console.log(`Temporal Web UI:       ${server.uiUrl}`);
+    console.log(`Use it from another shell: export TEMPORAL_ADDRESS=${server.address}`);
+    await waitForCtrlC();
+    await server.stop();
+  });
+
+program
+  .command('simulator')
+  .description('Run the Model Gateway simulator (for tests, benchmarks and demos without a paid key).')
+  .addOption(new Option('--port <n>', 'port').env('SIMULATOR_PORT').argParser(number).default(8787))
+  .addOption(new Option('--host <host>', 'address to bind').default('127.0.0.1'))
+  .addOption(new Option('--api-key <key>', 'register this key (sk-...) at start').env('GATEWAY_API_KEY'))
+  .addOption(new Option('--job-seconds <s>', 'mean job latency').argParser(number).default(20))
+  .addOption(new Option('--job-jitter <s>', 'job latency jitter, ± seconds').argParser(number).default(5))
+  .addOption(
+    new Option('--rate-limit <rps>', 'requests/second per key over all endpoints (0 = off)')
+      .argParser(number)
+      .default(0),
+  )
+  .addOption(new Option('--burst <n>', 'token bucket size (default: the rate)').argParser(number))
+  .addOption(
+    new Option('--max-running <n>', 'unfinished jobs per key (0 = off)').argParser(number).default(0),
+  )
+  .addOption(
+    new Option('--retry-after-format <fmt>', 'Retry-After as seconds or an HTTP-date')
+      .choices(['seconds', 'date'])
+      .default('seconds'),
+  )
+  .addOption(
+    new Option('--url-ttl <s>', 'result URLs expire after this many seconds (0 = never)')
+      .argParser(number)
+      .default(0),
+  )
+  .addOption(new Option('--seed <n>', 'seed of the fault dice').argParser(number).default(1))
+  .addOption(new Option('--fault-5xx <p>', 'probability of a 503').argParser(number).default(0))
+  .addOption(
+    new Option('--fault-slow <p>', 'probability of a response slower than --slow-ms')
+      .argParser(number)
+      .default(0),
+  )
+  .addOption(new Option('--slow-ms <ms>', 'delay of a slow response').argParser(number).default(30_000))
+  .addOption(
+    new Option('--fault-drop <p>', 'probability of a dropped connection').argParser(number).default(0),
+  )
+  .addOption(
+    new Option('--fault-malformed <p>', 'probability of a malformed JSON body').argParser(number).default(0),
+  )
+  .addOption(
+    new Option('--fault-unknown-status <p>', 'probability of an undocumented status value')
+      .argParser(number)
+      .default(0),
+  )
+  .addOption(
+    new Option('--fault-job-failure <p>', 'probability that a job fails').argParser(number).default(0),
+  )
+  .addOption(
+    new Option('--moderation-words <words>', 'comma-separated words that fail moderation').default(''),
+  )
+  .action(async (o: Record<string, unknown>) => {
+    const sim = await startSimulator({
+      port: o.port as number,
+      host: o.host as string,
+      apiKeys: o.apiKey ? [o.apiKey as string] : undefined,
+      jobSeconds: o.jobSeconds as number,
+      jobJitterSeconds: o.jobJitter as number,
+      rateLimit: o.rateLimit as number,
+      burst: o.burst as number | undefined,
+      maxRunningJobs: o.maxRunning as number,
+      retryAfterFormat: o.retryAfterFormat as 'seconds' | 'date',
+      urlTtlSeconds: o.urlTtl as number,
+      seed: o.seed as number,
+      faults: {
+        error5xx: o.fault5xx as number,
+        slow: o.faultSlow as number,
+        slowMs: o.slowMs as number,
+        drop: o.faultDrop as number,
+        malformed: o.faultMalformed as number,
+        unknownStatus: o.faultUnknownStatus as number,
+        jobFailure: o.faultJobFailure as number,
+        moderationWords: String(o.moderationWords)
+          .split(',')
+          .map((w) => w.trim())
+          .filter(Boolean),
+      },
+    });
+    console.log(`Model Gateway simulator listening.`);
+    console.log(`export GATEWAY_BASE_URL=${sim.baseUrl}`);
+    console.log(`export GATEWAY_API_KEY=${sim.apiKey}`);
+    console.log(`Admin API: ${sim.origin}/admin (keys, stats, faults)`);
+    await waitForCtrlC();
+    await sim.close();
+  });
+
+program.parseAsync(process.argv).catch((err: unknown) => {
+  console.error(err instanceof Error ? err.message : String(err));
+  process.exitCode = process.exitCode || 1;
+});

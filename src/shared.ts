@@ -1,0 +1,166 @@
+// Definitions shared by workflows, activities, worker and client. Imported by workflow code, so it must
+// stay free of Node built-ins and I/O.
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+
+export const DEFAULT_TASK_QUEUE = 'vidbatch';
+export const DEFAULT_MODEL = 'modelfamily-1.0-r2v';
+
+/** Custom search attributes; the dev-server launcher and docker-compose register exactly these. */
+export const BatchIdAttr = defineSearchAttributeKey('BatchId', SearchAttributeType.KEYWORD);
+export const StateAttr = defineSearchAttributeKey('VidbatchState', SearchAttributeType.KEYWORD);
+export const SEARCH_ATTRIBUTES = [
+  { name: BatchIdAttr.name, type: 'Keyword' },
+  { name: StateAttr.name, type: 'Keyword' },
+] as const;
+
+/** One validated CSV row, as it travels through history. Never contains secrets. */
+export interface PromptRow {
+  /** Unique within the batch: the `id` column, or the row number. */
+  id: string;
+  /** 1-based line of the row in the file (where the record starts). */
+  line: number;
+  prompt: string;
+  model: string;
+  /** `input` object of the request: `prompt` plus any `input.<field>` columns. */
+  input: Record<string, unknown>;
+  /** `parameters` object of the request: resolution, duration and any `parameters.<field>` columns. */
+  parameters: Record<string, unknown>;
+}
+
+/** When to poll a job: first poll `firstPollMs` after submission, then every `intervalMs` growing by `backoff` up to `capMs`, each jittered by ±`jitter`. */
+export interface PollSchedule {
+  firstPollMs: number;
+  intervalMs: number;
+  backoff: number;
+  capMs: number;
+  jitter: number;
+}
+
+export const DEFAULT_POLL_SCHEDULE: PollSchedule = {
+  firstPollMs: 30_000,
+  intervalMs: 15_000,
+  backoff: 1.5,
+  capMs: 120_000,
+  jitter: 0.2,
+};
+
+export interface BatchOptions {
+  /** Most prompts in flight at once. */
+  concurrency: number;
+  poll: PollSchedule;
+  /** A job still unfinished this long after submission fails with `deadline_exceeded`. */
+  jobDeadlineMs: number;
+  /** Rows read per page by the batch workflow. */
+  pageSize: number;
+  /** Prompts started per workflow run before the batch continues as new. */
+  promptsPerRun: number;
+  /** Where the worker writes the manifest; default `out/<batchId>`. */
+  outDir?: string;
+}
+
+export const DEFAULT_BATCH_OPTIONS: BatchOptions = {
+  concurrency: 20,
+  poll: DEFAULT_POLL_SCHEDULE,
+  jobDeadlineMs: 60 * 60_000,
+  pageSize: 100,
+  promptsPerRun: 400,
+};
+
+export interface BatchInput {
+  batchId: string;
+  /** Path of the CSV as the workers see it, and the sha256 of its content (checked on every read). */
+  csvPath: string;
+  csvSha256: string;
+  totalRows: number;
+  options: BatchOptions;
+  /** Carried across continue-as-new. */
+  carry?: BatchCarry;
+}
+
+export interface BatchCarry {
+  nextRow: number;
+  counts: BatchCounts;
+  startedAt: number;
+}
+
+export interface BatchCounts {
+  succeeded: number;
+  failed: number;
+}
+
+export type PromptStatus = 'succeeded' | 'failed';
+
+export interface PromptResult {
+  rowId: string;
+  line: number;
+  prompt: string;
+  model: string;
+  status: PromptStatus;
+  jobId?: string;
+  url?: string;
+  errorCode?: string;
+  errorMessage?: string;
+  /** Calls to the gateway that ended in an error for this prompt (429s, 5xx, timeouts...), plus one. */
+  attempts: number;
+  submittedAt?: string;
+  finishedAt: string;
+}
+
+export interface PromptInput {
+  batchId: string;
+  row: PromptRow;
+  poll: PollSchedule;
+  jobDeadlineMs: number;
+}
+
+export interface BatchProgress {
+  batchId: string;
+  total: number;
+  started: number;
+  inFlight: number;
+  succeeded: number;
+  failed: number;
+  /** Prompts waiting for the gateway's Retry-After. */
+  rateLimited: number;
+  /** Epoch ms until which new submissions are held back after a 429, if in the future. */
+  rateLimitedUntil: number | null;
+  /** Why the batch is paused (auth failure or operator), or null. */
+  pausedReason: string | null;
+  /** Prompts blocked on the pause (a call failed with 401/403). */
+  blocked: number;
+  concurrency: number;
+  startedAt: number;
+  done: boolean;
+}
+
+export interface BatchResult {
+  batchId: string;
+  total: number;
+  succeeded: number;
+  failed: number;
+  manifestPath: string;
+}
+
+/** Reasons a prompt can report to its batch. */
+export interface PromptBlocked {
+  rowId: string;
+  reason: string;
+}
+export interface PromptRateLimited {
+  rowId: string;
+  untilMs: number;
+}
+
+export const progressQuery = defineQuery<BatchProgress>('progress');
+/** Resume a paused batch, e.g. after the API key was fixed. */
+export const resumeSignal = defineSignal('resume');
+export const resumeUpdate = defineUpdate<BatchProgress>('resume');
+/** Pause a batch by hand: no new submissions, in-flight jobs keep being polled. */
+export const pauseSignal = defineSignal<[reason: string]>('pause');
+export const setConcurrencyUpdate = defineUpdate<BatchProgress, [concurrency: number]>('setConcurrency');
+/** From a prompt workflow to its batch. */
+export const promptBlockedSignal = defineSignal<[PromptBlocked]>('promptBlocked');
+export const promptRateLimitedSignal = defineSignal<[PromptRateLimited]>('promptRateLimited');
+/** From a batch to a blocked prompt: try again. */
+export const unblockSignal = defineSignal('unblock');
