@@ -2,6 +2,8 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { startDevServer, DEFAULT_DB_FILE } from './temporal/dev-server';
 import { startSimulator } from './simulator/server';
+import { registerBatchCommands } from './commands';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 
 const program = new Command('vidbatch')
   .description('Bulk video generation from CSV files, run durably on Temporal.')
@@ -122,6 +124,13 @@ program
     await waitForCtrlC();
     await sim.close();
   });
+
+registerBatchCommands(program);
+
+// The SDK logs every worker state change at INFO; operators want warnings only (VIDBATCH_LOG_LEVEL to change).
+Runtime.install({
+  logger: new DefaultLogger((process.env.VIDBATCH_LOG_LEVEL as 'WARN' | undefined) ?? 'WARN'),
+});
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   console.error(err instanceof Error ? err.message : String(err));

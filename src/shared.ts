@@ -4,6 +4,18 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 
 export const DEFAULT_TASK_QUEUE = 'vidbatch';
+
+/** `ApplicationFailure.type` values thrown by activities; workflows branch on them. */
+export const FailureType = {
+  Unauthorized: 'Unauthorized',
+  Forbidden: 'Forbidden',
+  RateLimited: 'RateLimited',
+  InvalidRequest: 'InvalidRequest',
+  NotFound: 'NotFound',
+  JobNotFinished: 'JobNotFinished',
+  CsvChanged: 'CsvChanged',
+} as const;
+
 export const DEFAULT_MODEL = 'modelfamily-1.0-r2v';
 
 /** Custom search attributes; the dev-server launcher and docker-compose register exactly these. */
@@ -79,9 +91,15 @@ export interface BatchInput {
 }
 
 export interface BatchCarry {
+  /** Index of the first row not yet started; rows start in file order. */
   nextRow: number;
   counts: BatchCounts;
   startedAt: number;
+  concurrency: number;
+  pausedReason: string | null;
+  gateUntil: number;
+  manifestPath: string;
+  runs: number;
 }
 
 export interface BatchCounts {
@@ -101,10 +119,27 @@ export interface PromptResult {
   url?: string;
   errorCode?: string;
   errorMessage?: string;
-  /** Calls to the gateway that ended in an error for this prompt (429s, 5xx, timeouts...), plus one. */
+  /** Submit attempts (1 when the first submit went through). */
   attempts: number;
+  /** Status-poll attempts, including waits before the first poll. */
+  polls: number;
   submittedAt?: string;
   finishedAt: string;
+}
+
+export interface SubmitResult {
+  jobId: string;
+  /** Epoch ms when the gateway accepted the job. */
+  submittedAt: number;
+  attempts: number;
+}
+
+export interface PollOutcome {
+  status: PromptStatus;
+  url?: string;
+  errorCode?: string;
+  errorMessage?: string;
+  polls: number;
 }
 
 export interface PromptInput {

@@ -1,5 +1,6 @@
 // A faithful HTTP simulator of the Model Gateway (shared/seed spec), with the console's key management as an
 // admin API, per-key limits and seedable fault injection. Tests, benchmarks and demos talk to it over real HTTP.
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
@@ -13,6 +14,7 @@ import {
   type FaultOptions,
   type Job,
   type SimulatorOptions,
+  type StateData,
 } from './state';
 
 export type { SimulatorOptions, FaultOptions } from './state';
@@ -98,8 +100,17 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     seed: options.seed ?? 1,
     now: options.now,
   });
+  if (options.stateFile && existsSync(options.stateFile)) {
+    state.restore(JSON.parse(readFileSync(options.stateFile, 'utf8')) as StateData);
+  }
+  const save = () => {
+    if (options.stateFile) writeFileSync(options.stateFile, JSON.stringify(state.persistable()));
+  };
   const initialKeys = options.apiKeys?.length ? options.apiKeys : [undefined];
-  const registered = initialKeys.map((key, i) => state.createKey(`initial key ${i + 1}`, undefined, key));
+  const registered = initialKeys.map(
+    (key, i) =>
+      (key ? state.findKey(key) : undefined) ?? state.createKey(`initial key ${i + 1}`, undefined, key),
+  );
   let origin = '';
 
   const retryAfter = (waitMs: number): string => {
@@ -308,6 +319,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
           send(res, status, { error: { code: e.code, message: e.message, type: 'error' } }, e.headers);
       } finally {
         state.countRequest(route, status);
+        if (req.method !== 'GET' && options.stateFile) save();
       }
     })();
   });
@@ -326,6 +338,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     setFaults: (faults) => Object.assign(state.faults, faults),
     close: () =>
       new Promise((resolve) => {
+        save();
         server.closeAllConnections();
         server.close(() => resolve());
       }),

@@ -41,6 +41,8 @@ export interface SimulatorOptions {
   faults?: Partial<FaultOptions>;
   seed?: number;
   now?: () => number;
+  /** Keep keys and jobs in this JSON file, so a restarted simulator still knows earlier jobs. */
+  stateFile?: string;
 }
 
 export const VIDEO_MODELS = ['modelfamily-1.0-r2v', 'modelfamily-1.1-r2v'];
@@ -80,6 +82,8 @@ function prng(seed: number): () => number {
   };
 }
 
+export type StateData = ReturnType<SimulatorState['persistable']>;
+
 export class SimulatorState {
   readonly keys = new Map<string, ApiKeyRecord>();
   readonly jobs = new Map<string, Job>();
@@ -100,7 +104,7 @@ export class SimulatorState {
 
   constructor(
     readonly options: Required<
-      Omit<SimulatorOptions, 'faults' | 'seed' | 'now' | 'host' | 'port' | 'apiKeys'>
+      Omit<SimulatorOptions, 'faults' | 'seed' | 'now' | 'host' | 'port' | 'apiKeys' | 'stateFile'>
     > & {
       faults?: Partial<FaultOptions>;
       seed: number;
@@ -229,6 +233,23 @@ export class SimulatorState {
     if (now < job.startsAt) return 'queued';
     if (now < job.doneAt) return 'running';
     return job.outcome.status;
+  }
+
+  /** What a restarted simulator needs to keep answering for earlier jobs. */
+  persistable() {
+    return {
+      keys: [...this.keys.values()],
+      jobs: [...this.jobs.values()],
+      idempotency: [...this.byIdempotencyKey.entries()],
+      jobCounter: this.jobCounter,
+    };
+  }
+
+  restore(data: ReturnType<SimulatorState['persistable']>): void {
+    for (const k of data.keys) if (!this.findKey(k.key)) this.keys.set(k.id, k);
+    for (const j of data.jobs) this.jobs.set(j.id, j);
+    for (const [k, v] of data.idempotency) this.byIdempotencyKey.set(k, v);
+    this.jobCounter = Math.max(this.jobCounter, data.jobCounter);
   }
 
   snapshot() {

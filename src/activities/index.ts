@@ -1,0 +1,140 @@
+// Activities, built by a factory that receives their dependencies (gateway client, clock, output root), so
+// tests and the worker wire them the same way.
+import { resolve } from 'node:path';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { ApplicationFailureCategory } from '@temporalio/common';
+import { loadCsv } from '../csv';
+import type { GatewayClient } from '../gateway/client';
+import { appendResults, manifestPath } from '../manifest';
+import {
+  FailureType,
+  type PollOutcome,
+  type PollSchedule,
+  type PromptResult,
+  type PromptRow,
+  type SubmitResult,
+} from '../shared';
+import { toFailure } from './failures';
+import { pollDelayMs } from './poll-schedule';
+
+export interface ActivityDeps {
+  gateway: GatewayClient;
+  /** Root under which each batch gets `<outRoot>/<batchId>/`. */
+  outRoot: string;
+  now?: () => number;
+  random?: () => number;
+}
+
+export interface ReadRowsInput {
+  csvPath: string;
+  csvSha256: string;
+  offset: number;
+  limit: number;
+}
+
+export interface PollInput {
+  jobId: string;
+  submittedAt: number;
+  poll: PollSchedule;
+}
+
+/** The same key on every retry of a row, so a gateway that honours it never creates a second job. */
+export function idempotencyKey(batchId: string, rowId: string): string {
+  return `vidbatch:${batchId}:${rowId}`;
+}
+
+export function createActivities(deps: ActivityDeps) {
+  const now = deps.now ?? Date.now;
+  const random = deps.random ?? Math.random;
+  // The parsed CSV of the current batch; pages are cut from it instead of re-parsing per page.
+  let csvCache: { key: string; rows: PromptRow[] } | undefined;
+
+  return {
+    async readRows({ csvPath, csvSha256, offset, limit }: ReadRowsInput): Promise<PromptRow[]> {
+      const key = `${csvPath}\n${csvSha256}`;
+      if (csvCache?.key !== key) {
+        const parsed = await loadCsv(csvPath);
+        if (parsed.sha256 !== csvSha256) {
+          throw ApplicationFailure.create({
+            type: FailureType.CsvChanged,
+            message: `${csvPath} changed since the batch started (sha256 ${parsed.sha256.slice(0, 12)}, expected ${csvSha256.slice(0, 12)}); restore it to continue`,
+          });
+        }
+        csvCache = { key, rows: parsed.rows };
+      }
+      return csvCache.rows.slice(offset, offset + limit);
+    },
+
+    async submitJob({ batchId, row }: { batchId: string; row: PromptRow }): Promise<SubmitResult> {
+      const { attempt } = Context.current().info;
+      try {
+        const job = await deps.gateway.submit(
+          { model: row.model, input: row.input, parameters: row.parameters },
+          idempotencyKey(batchId, row.id),
+        );
+        return { jobId: job.id, submittedAt: now(), attempts: attempt };
+      } catch (err) {
+        throw toFailure(err, { rateLimitToWorkflow: true });
+      }
+    },
+
+    /** One status check per attempt; "not finished" is a retryable failure whose nextRetryDelay is the poll schedule. */
+    async pollJob({ jobId, submittedAt, poll }: PollInput): Promise<PollOutcome> {
+      const { attempt } = Context.current().info;
+      const untilFirstPoll = submittedAt + poll.firstPollMs - now();
+      if (untilFirstPoll > 0) {
+        throw ApplicationFailure.create({
+          type: FailureType.JobNotFinished,
+          message: `job ${jobId} submitted; first status check in ${Math.ceil(untilFirstPoll / 1000)} s`,
+          nextRetryDelay: untilFirstPoll,
+          category: ApplicationFailureCategory.BENIGN,
+        });
+      }
+      const retryDelayMs = pollDelayMs(poll, attempt, random);
+      let job;
+      try {
+        job = await deps.gateway.getJob(jobId);
+      } catch (err) {
+        throw toFailure(err, { rateLimitToWorkflow: false, retryDelayMs });
+      }
+      if (job.status === 'completed') return { status: 'succeeded', url: job.url, polls: attempt };
+      if (job.status === 'failed') {
+        return {
+          status: 'failed',
+          errorCode: job.error?.code ?? 'job_failed',
+          errorMessage: job.error?.message || `the gateway reported status "${job.rawStatus}"`,
+          polls: attempt,
+        };
+      }
+      const unknown = job.status === 'unknown';
+      if (unknown)
+        Context.current().log.warn('undocumented job status, treated as not finished', {
+          jobId,
+          status: job.rawStatus,
+        });
+      throw ApplicationFailure.create({
+        type: FailureType.JobNotFinished,
+        message: `job ${jobId} is ${job.rawStatus}${unknown ? ' (undocumented status, treated as not finished)' : ''}`,
+        nextRetryDelay: retryDelayMs,
+        // An unfinished job is the normal case of polling by retries: no warning logs, no failure metrics.
+        category: ApplicationFailureCategory.BENIGN,
+      });
+    },
+
+    async recordResults({
+      batchId,
+      outDir,
+      results,
+    }: {
+      batchId: string;
+      outDir?: string;
+      results: PromptResult[];
+    }) {
+      const dir = resolve(outDir ?? resolve(deps.outRoot, batchId));
+      const written = await appendResults(dir, results);
+      return { manifestPath: manifestPath(dir), written };
+    },
+  };
+}
+
+export type Activities = ReturnType<typeof createActivities>;

@@ -1,0 +1,174 @@
+// Batch commands of the CLI. Each parses its flags and calls starter/worker/csv functions.
+import { Command, Option } from 'commander';
+import { loadCsv } from './csv';
+import { ConfigError, CsvValidationError } from './errors';
+import { createProgressView } from './progress-view';
+import { DEFAULT_BATCH_OPTIONS } from './shared';
+import { followBatch, openSession, startBatch, type StartBatchOptions } from './starter';
+import { runWorker } from './worker';
+
+/** Exit codes: documented in the README. */
+export const EXIT = { ok: 0, error: 1, invalidInput: 2, rowsFailed: 3, interrupted: 130 } as const;
+
+function num(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`"${value}" is not a non-negative number`);
+  return n;
+}
+const seconds = (value: string) => num(value) * 1000;
+
+export function fail(err: unknown): never {
+  if (err instanceof CsvValidationError || err instanceof ConfigError) {
+    console.error(err.message);
+    process.exit(EXIT.invalidInput);
+  }
+  throw err;
+}
+
+function batchOptionsFrom(o: Record<string, unknown>): StartBatchOptions {
+  const poll: StartBatchOptions['poll'] = {};
+  if (o.firstPoll !== undefined) poll.firstPollMs = o.firstPoll as number;
+  if (o.pollInterval !== undefined) poll.intervalMs = o.pollInterval as number;
+  if (o.pollBackoff !== undefined) poll.backoff = o.pollBackoff as number;
+  if (o.pollCap !== undefined) poll.capMs = o.pollCap as number;
+  if (o.pollJitter !== undefined) poll.jitter = o.pollJitter as number;
+  return {
+    concurrency: o.concurrency as number,
+    jobDeadlineMs: o.jobDeadline as number,
+    pageSize: o.pageSize as number,
+    promptsPerRun: o.promptsPerRun as number,
+    ...(o.out ? { outDir: o.out as string } : {}),
+    poll,
+  };
+}
+
+export function registerBatchCommands(program: Command): void {
+  program
+    .command('validate')
+    .description('Check a CSV: prints every problem (file:line [column] reason); exits 2 when there is any.')
+    .argument('<csv>', 'input CSV file')
+    .option('--json', 'print the report as JSON')
+    .action(async (csvPath: string, o: { json?: boolean }) => {
+      const parsed = await loadCsv(csvPath);
+      if (o.json)
+        console.log(
+          JSON.stringify({ file: csvPath, rows: parsed.rows.length, problems: parsed.problems }, null, 2),
+        );
+      else if (parsed.problems.length) console.error(new CsvValidationError(parsed.problems).message);
+      else console.log(`${csvPath}: ${parsed.rows.length} rows, no problems`);
+      process.exitCode = parsed.problems.length ? EXIT.invalidInput : EXIT.ok;
+    });
+
+  program
+    .command('run')
+    .description(
+      'Run a batch from a CSV and show its progress until it is done. Running the same file again attaches to the same batch; Ctrl-C leaves it durable.',
+    )
+    .argument('<csv>', 'input CSV file (header row; column `prompt` required)')
+    .option(
+      '--simulate',
+      'start the gateway simulator and use it instead of GATEWAY_BASE_URL/GATEWAY_API_KEY',
+    )
+    .addOption(new Option('--sim-job-seconds <s>', 'with --simulate: mean job latency').argParser(num))
+    .addOption(new Option('--sim-rate-limit <rps>', 'with --simulate: requests/second limit').argParser(num))
+    .addOption(
+      new Option('--concurrency <n>', 'prompts in flight at once')
+        .env('VIDBATCH_CONCURRENCY')
+        .argParser(num)
+        .default(DEFAULT_BATCH_OPTIONS.concurrency),
+    )
+    .addOption(
+      new Option('--first-poll <s>', 'first status check this long after submission')
+        .env('VIDBATCH_FIRST_POLL')
+        .argParser(seconds),
+    )
+    .addOption(
+      new Option('--poll-interval <s>', 'then check every ... seconds')
+        .env('VIDBATCH_POLL_INTERVAL')
+        .argParser(seconds),
+    )
+    .addOption(new Option('--poll-backoff <x>', 'growing by this factor').argParser(num))
+    .addOption(new Option('--poll-cap <s>', 'up to this interval').argParser(seconds))
+    .addOption(new Option('--poll-jitter <f>', '± this fraction of jitter').argParser(num))
+    .addOption(
+      new Option('--job-deadline <s>', 'fail a job not finished this long after submission')
+        .env('VIDBATCH_JOB_DEADLINE')
+        .argParser(seconds)
+        .default(DEFAULT_BATCH_OPTIONS.jobDeadlineMs, '3600'),
+    )
+    .addOption(
+      new Option('--page-size <n>', 'rows read per page')
+        .argParser(num)
+        .default(DEFAULT_BATCH_OPTIONS.pageSize),
+    )
+    .addOption(
+      new Option('--prompts-per-run <n>', 'prompts per workflow run before continue-as-new')
+        .argParser(num)
+        .default(DEFAULT_BATCH_OPTIONS.promptsPerRun),
+    )
+    .addOption(new Option('--out <dir>', 'output folder (default out/<batch-id>)').env('VIDBATCH_OUT_DIR'))
+    .option('--detach', 'start (or find) the batch and exit without following it')
+    .option('--json', 'print the final result as JSON')
+    .action(async (csvPath: string, o: Record<string, unknown>) => {
+      const simulate = o.simulate
+        ? {
+            ...(o.simJobSeconds !== undefined
+              ? { jobSeconds: o.simJobSeconds as number, jobJitterSeconds: (o.simJobSeconds as number) / 3 }
+              : {}),
+            ...(o.simRateLimit !== undefined ? { rateLimit: o.simRateLimit as number } : {}),
+          }
+        : false;
+      // Validate before starting any server: nothing is submitted from a file with errors.
+      const parsed = await loadCsv(csvPath);
+      if (parsed.problems.length) fail(new CsvValidationError(parsed.problems));
+      const session = await openSession({ simulate, worker: !!o.simulate }).catch(fail);
+      const abort = new AbortController();
+      const onSigint = () => abort.abort();
+      process.once('SIGINT', onSigint);
+      const view = createProgressView();
+      try {
+        const { handle, batchId, attached } = await startBatch(session, csvPath, batchOptionsFrom(o));
+        console.error(
+          `${attached ? 'Attached to' : 'Started'} batch ${batchId} (${parsed.rows.length} prompts)`,
+        );
+        if (session.uiUrl)
+          console.error(
+            `Temporal Web UI: ${session.uiUrl}/namespaces/${session.namespace}/workflows/${batchId}`,
+          );
+        if (o.detach) return;
+        const result = await followBatch(handle, (p) => view.update(p), abort.signal);
+        view.stop();
+        if (!result) {
+          console.error(
+            `\nStopped following ${batchId}. The batch is durable: run the same command again to continue.`,
+          );
+          process.exitCode = EXIT.interrupted;
+          return;
+        }
+        if (o.json) console.log(JSON.stringify(result, null, 2));
+        else
+          console.log(
+            `${batchId}: ${result.succeeded} succeeded, ${result.failed} failed of ${result.total}. Manifest: ${result.manifestPath}`,
+          );
+        process.exitCode = result.failed > 0 ? EXIT.rowsFailed : EXIT.ok;
+      } finally {
+        view.stop();
+        process.removeListener('SIGINT', onSigint);
+        await session.close();
+      }
+    });
+
+  program
+    .command('worker')
+    .description(
+      'Run a worker alone (server and workers elsewhere). Reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, VIDBATCH_TASK_QUEUE, GATEWAY_BASE_URL, GATEWAY_API_KEY (or GATEWAY_API_KEY_FILE).',
+    )
+    .addOption(
+      new Option('--out <dir>', 'root of the per-batch output folders')
+        .env('VIDBATCH_OUT_ROOT')
+        .default('out'),
+    )
+    .action(async (o: { out: string }) => {
+      await runWorker(process.env, o.out).catch(fail);
+    });
+}

@@ -1,0 +1,192 @@
+// The Model Gateway client (undici + zod). It makes exactly one HTTP call per method call: retry decisions
+// belong to Temporal (activity retries and durable timers), so every outcome surfaces as a value or a typed
+// error from errors.ts. Error text never carries the API key.
+import { request, type Dispatcher } from 'undici';
+import { z } from 'zod';
+import {
+  AuthenticationError,
+  BadRequestError,
+  ConnectionError,
+  GatewayError,
+  MalformedResponseError,
+  NotFoundError,
+  PermissionDeniedError,
+  RateLimitError,
+  ServerError,
+  TimeoutError,
+} from '../errors';
+import type { GatewaySettings } from '../config';
+import { RequestGate } from './gate';
+import { parseRetryAfter } from './retry-after';
+import { canonicalStatus, type CanonicalStatus } from './status';
+
+export interface GatewayClientOptions extends GatewaySettings {
+  /** Injectable transport (tests, proxies, connection pools). */
+  dispatcher?: Dispatcher;
+  gate?: RequestGate;
+  /** Called with each gateway error, for metrics and logs. */
+  onError?: (error: GatewayError, operation: string) => void;
+}
+
+export interface GenerationRequest {
+  model: string;
+  input: Record<string, unknown>;
+  parameters?: Record<string, unknown>;
+}
+
+export interface JobState {
+  id: string;
+  status: CanonicalStatus;
+  /** The status string exactly as the gateway sent it. */
+  rawStatus: string;
+  url?: string;
+  error?: { code: string; message: string };
+}
+
+const errorBody = z.object({
+  error: z.object({ code: z.string().optional(), message: z.string().optional() }),
+});
+const jobBody = z.looseObject({
+  id: z.string().min(1),
+  status: z.string().min(1),
+  data: z.array(z.looseObject({ url: z.string().min(1) })).optional(),
+  error: z.looseObject({ code: z.string().optional(), message: z.string().optional() }).nullish(),
+});
+const modelsBody = z.looseObject({ data: z.array(z.looseObject({ id: z.string() })) });
+
+export class GatewayClient {
+  readonly gate: RequestGate;
+
+  constructor(private readonly options: GatewayClientOptions) {
+    this.gate = options.gate ?? new RequestGate();
+  }
+
+  /** Submits one job. `idempotencyKey` must be the same on every retry of the same row. */
+  async submit(body: GenerationRequest, idempotencyKey: string): Promise<JobState> {
+    const json = await this.call('POST', '/videos/generations', 'submit', body, {
+      'idempotency-key': idempotencyKey,
+    });
+    return this.toJobState(json);
+  }
+
+  async getJob(jobId: string): Promise<JobState> {
+    const json = await this.call('GET', `/videos/generations/${encodeURIComponent(jobId)}`, 'status');
+    return this.toJobState(json);
+  }
+
+  async listModels(): Promise<string[]> {
+    const parsed = modelsBody.safeParse(await this.call('GET', '/models', 'models'));
+    if (!parsed.success) throw new MalformedResponseError('GET /models returned an unexpected body');
+    return parsed.data.data.map((m) => m.id);
+  }
+
+  private toJobState(json: unknown): JobState {
+    const parsed = jobBody.safeParse(json);
+    if (!parsed.success)
+      throw new MalformedResponseError(
+        `job response has an unexpected shape: ${parsed.error.issues[0]?.message}`,
+      );
+    const { id, status: rawStatus, data, error } = parsed.data;
+    const status = canonicalStatus(rawStatus);
+    const url = data?.[0]?.url;
+    if (status === 'completed' && !url)
+      throw new MalformedResponseError(`job ${id} is ${rawStatus} but has no data[0].url`);
+    return {
+      id,
+      status,
+      rawStatus,
+      ...(url ? { url } : {}),
+      ...(error
+        ? { error: { code: error.code ?? 'unknown', message: this.redact(error.message ?? '') } }
+        : {}),
+    };
+  }
+
+  private redact(text: string): string {
+    const key = this.options.apiKey();
+    return key ? text.split(key).join('[redacted]') : text;
+  }
+
+  private async call(
+    method: 'GET' | 'POST',
+    path: string,
+    operation: string,
+    body?: unknown,
+    extraHeaders: Record<string, string> = {},
+  ): Promise<unknown> {
+    await this.gate.pass();
+    try {
+      return await this.send(method, path, body, extraHeaders);
+    } catch (err) {
+      const error = err instanceof GatewayError ? err : new GatewayError(this.redact(String(err)));
+      if (error instanceof RateLimitError && error.retryAfterMs !== undefined)
+        this.gate.holdFor(error.retryAfterMs);
+      this.options.onError?.(error, operation);
+      throw error;
+    }
+  }
+
+  private async send(
+    method: string,
+    path: string,
+    body: unknown,
+    extraHeaders: Record<string, string>,
+  ): Promise<unknown> {
+    const what = `${method} ${path}`;
+    let response: Dispatcher.ResponseData;
+    let text: string;
+    try {
+      response = await request(`${this.options.baseUrl}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${this.options.apiKey()}`,
+          accept: 'application/json',
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...extraHeaders,
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(this.options.timeoutMs),
+        dispatcher: this.options.dispatcher,
+      });
+      text = await response.body.text();
+    } catch (err) {
+      const e = err as { name?: string; code?: string };
+      if (
+        e.name === 'TimeoutError' ||
+        e.name === 'AbortError' ||
+        e.code === 'UND_ERR_HEADERS_TIMEOUT' ||
+        e.code === 'UND_ERR_BODY_TIMEOUT'
+      ) {
+        throw new TimeoutError(
+          `${what}: no response within ${this.options.timeoutMs} ms (the request may have been processed)`,
+        );
+      }
+      throw new ConnectionError(`${what}: connection failed (${e.code ?? e.name ?? 'unknown'})`);
+    }
+    const { statusCode } = response;
+    let json: unknown;
+    try {
+      json = text ? JSON.parse(text) : undefined;
+    } catch {
+      if (statusCode >= 200 && statusCode < 300)
+        throw new MalformedResponseError(`${what}: response body is not JSON`, statusCode);
+    }
+    if (statusCode >= 200 && statusCode < 300) return json;
+
+    const parsedError = errorBody.safeParse(json);
+    const code = parsedError.success ? parsedError.data.error.code : undefined;
+    const detail = this.redact(
+      parsedError.success ? (parsedError.data.error.message ?? code ?? '') : text.slice(0, 200),
+    );
+    const message = `${what}: ${statusCode}${detail ? ` ${detail}` : ''}`;
+    if (statusCode === 401) throw new AuthenticationError(message, statusCode, code);
+    if (statusCode === 403) throw new PermissionDeniedError(message, statusCode, code);
+    if (statusCode === 404) throw new NotFoundError(message, statusCode, code);
+    if (statusCode === 429) {
+      const header = response.headers['retry-after'];
+      throw new RateLimitError(message, parseRetryAfter(Array.isArray(header) ? header[0] : header), code);
+    }
+    if (statusCode >= 500) throw new ServerError(message, statusCode, code);
+    throw new BadRequestError(message, statusCode, code);
+  }
+}

@@ -1,0 +1,16 @@
+// Retry-After is "seconds" or an HTTP-date (RFC 9110 §10.2.3); the seed leaves the unit open, so accept both.
+// No maintained npm package does only this; undici's RetryHandler parses it but also retries on its own,
+// which would hide 429s from the durable layer that must see them.
+
+/** Milliseconds to wait, or undefined when the header is absent or unreadable. Never negative. */
+export function parseRetryAfter(
+  value: string | null | undefined,
+  now: number = Date.now(),
+): number | undefined {
+  if (value == null) return undefined;
+  const text = value.trim();
+  if (/^\d+(\.\d+)?$/.test(text)) return Math.round(Number(text) * 1000);
+  const date = Date.parse(text);
+  if (Number.isNaN(date)) return undefined;
+  return Math.max(0, date - now);
+}

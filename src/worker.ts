@@ -1,0 +1,63 @@
+// The vidbatch worker: runs batch and prompt workflows and the gateway activities. `createWorker` is used by
+// `vidbatch worker`, by `vidbatch run` (in-process worker) and by the tests.
+import { fileURLToPath } from 'node:url';
+import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { createActivities } from './activities';
+import { loadGatewaySettings, loadTemporalSettings, type GatewaySettings } from './config';
+import { ConfigError } from './errors';
+import { GatewayClient } from './gateway/client';
+
+export const WORKFLOWS_PATH = fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
+
+export interface CreateWorkerOptions {
+  connection: NativeConnection;
+  namespace: string;
+  taskQueue: string;
+  gateway: GatewaySettings;
+  /** Root of the per-batch output folders; default `./out`. */
+  outRoot?: string;
+  /** A prebuilt bundle (tests build one per run); default: bundle `src/workflows` at start. */
+  workflowBundle?: WorkflowBundle;
+  maxConcurrentActivities?: number;
+}
+
+export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
+  const gateway = new GatewayClient(options.gateway);
+  return Worker.create({
+    connection: options.connection,
+    namespace: options.namespace,
+    taskQueue: options.taskQueue,
+    ...(options.workflowBundle
+      ? { workflowBundle: options.workflowBundle }
+      : { workflowsPath: WORKFLOWS_PATH }),
+    activities: createActivities({ gateway, outRoot: options.outRoot ?? 'out' }),
+    maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? 200,
+  });
+}
+
+/** `vidbatch worker`: connects with Temporal's environment configuration and runs until SIGINT/SIGTERM. */
+export async function runWorker(env: NodeJS.ProcessEnv = process.env, outRoot?: string): Promise<void> {
+  const gateway = loadGatewaySettings(env);
+  const temporal = loadTemporalSettings(env);
+  if (!temporal.address) {
+    throw new ConfigError(
+      'TEMPORAL_ADDRESS is not set: a standalone worker needs a Temporal server (try `vidbatch server`)',
+    );
+  }
+  const connection = await NativeConnection.connect(temporal.connectionOptions);
+  try {
+    const worker = await createWorker({
+      connection,
+      namespace: temporal.namespace,
+      taskQueue: temporal.taskQueue,
+      gateway,
+      outRoot,
+    });
+    console.error(
+      `vidbatch worker polling task queue "${temporal.taskQueue}" on ${temporal.address} (${temporal.namespace})`,
+    );
+    await worker.run();
+  } finally {
+    await connection.close();
+  }
+}

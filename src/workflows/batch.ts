@@ -1,0 +1,252 @@
+// The batch: reads rows page by page (through an activity), keeps at most `concurrency` prompt workflows in
+// flight, records finished prompts in groups, and continues as new after `promptsPerRun` prompts so that
+// every run's history stays small. A 429 holds back new submissions for the whole batch; a 401/403 pauses
+// it until an operator resumes it.
+import {
+  ApplicationFailure,
+  condition,
+  continueAsNew,
+  executeChild,
+  getExternalWorkflowHandle,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  sleep,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import {
+  BatchIdAttr,
+  FailureType,
+  pauseSignal,
+  progressQuery,
+  promptBlockedSignal,
+  promptRateLimitedSignal,
+  resumeSignal,
+  resumeUpdate,
+  setConcurrencyUpdate,
+  StateAttr,
+  unblockSignal,
+  type BatchCarry,
+  type BatchInput,
+  type BatchProgress,
+  type BatchResult,
+  type PromptResult,
+  type PromptRow,
+} from '../shared';
+import { promptWorkflow } from './prompt';
+import { progressMarkdown } from './progress-details';
+
+const { readRows, recordResults } = proxyActivities<Activities>({
+  startToCloseTimeout: '2m',
+  retry: { initialInterval: '1s', maximumInterval: '1m', nonRetryableErrorTypes: [FailureType.CsvChanged] },
+});
+
+export function promptWorkflowId(batchId: string, rowId: string): string {
+  return `${batchId}/${rowId}`;
+}
+
+export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
+  const { batchId, options, totalRows } = input;
+  const carry: BatchCarry = input.carry ?? {
+    nextRow: 0,
+    counts: { succeeded: 0, failed: 0 },
+    startedAt: Date.now(),
+    concurrency: options.concurrency,
+    pausedReason: null,
+    gateUntil: 0,
+    manifestPath: '',
+    runs: 0,
+  };
+  let { nextRow, concurrency, pausedReason, gateUntil, manifestPath } = carry;
+  const counts = { ...carry.counts };
+  let buffer: PromptRow[] = [];
+  let readOffset = nextRow;
+  let startedThisRun = 0;
+  const inFlight = new Set<string>();
+  const blocked = new Set<string>();
+  const rateLimited = new Map<string, number>();
+  let pending: PromptResult[] = [];
+  let recording = false;
+  // Every state change bumps the tick; the main loop sleeps until it moves.
+  let tick = 0;
+  const changed = () => void (tick += 1);
+
+  const progress = (): BatchProgress => ({
+    batchId,
+    total: totalRows,
+    started: nextRow,
+    inFlight: inFlight.size,
+    succeeded: counts.succeeded,
+    failed: counts.failed,
+    rateLimited: [...rateLimited.values()].filter((until) => until > Date.now()).length,
+    rateLimitedUntil: gateUntil > Date.now() ? gateUntil : null,
+    pausedReason,
+    blocked: blocked.size,
+    concurrency,
+    startedAt: carry.startedAt,
+    done: counts.succeeded + counts.failed >= totalRows,
+  });
+  const setState = (state: string) => upsertSearchAttributes([{ key: StateAttr, value: state }]);
+
+  const resume = () => {
+    pausedReason = null;
+    for (const rowId of blocked) {
+      getExternalWorkflowHandle(promptWorkflowId(batchId, rowId))
+        .signal(unblockSignal)
+        .catch(() => undefined); // the prompt already ended: nothing to unblock
+    }
+    blocked.clear();
+    setState('running');
+    changed();
+  };
+  setHandler(progressQuery, progress);
+  setHandler(pauseSignal, (reason) => {
+    pausedReason = reason || 'paused by operator';
+    setState('paused');
+    changed();
+  });
+  setHandler(resumeSignal, resume);
+  setHandler(resumeUpdate, () => {
+    resume();
+    return progress();
+  });
+  setHandler(
+    setConcurrencyUpdate,
+    (n) => {
+      concurrency = n;
+      changed();
+      return progress();
+    },
+    {
+      validator: (n) => {
+        if (!Number.isInteger(n) || n < 1 || n > 10_000)
+          throw new Error('concurrency must be a whole number from 1 to 10000');
+      },
+    },
+  );
+  setHandler(promptBlockedSignal, ({ rowId, reason }) => {
+    if (!inFlight.has(rowId)) return;
+    blocked.add(rowId);
+    if (!pausedReason) setState('paused');
+    pausedReason = `the gateway refused the API key (${reason}); fix the key, then resume the batch`;
+    changed();
+  });
+  setHandler(promptRateLimitedSignal, ({ rowId, untilMs }) => {
+    gateUntil = Math.max(gateUntil, untilMs);
+    rateLimited.set(rowId, untilMs);
+    changed();
+  });
+
+  const flush = () => {
+    if (recording || pending.length === 0) return;
+    const group = pending;
+    pending = [];
+    recording = true;
+    recordResults({ batchId, outDir: options.outDir, results: group }).then(
+      (r) => {
+        manifestPath = r.manifestPath;
+        recording = false;
+        flush();
+        changed();
+      },
+      () => {
+        pending = group.concat(pending);
+        recording = false;
+        changed();
+      },
+    );
+  };
+
+  const finished = (result: PromptResult) => {
+    inFlight.delete(result.rowId);
+    blocked.delete(result.rowId);
+    rateLimited.delete(result.rowId);
+    counts[result.status] += 1;
+    pending.push(result);
+    flush();
+    changed();
+  };
+
+  const start = (row: PromptRow) => {
+    inFlight.add(row.id);
+    nextRow += 1;
+    startedThisRun += 1;
+    executeChild(promptWorkflow, {
+      workflowId: promptWorkflowId(batchId, row.id),
+      args: [{ batchId, row, poll: options.poll, jobDeadlineMs: options.jobDeadlineMs }],
+      typedSearchAttributes: [
+        { key: BatchIdAttr, value: batchId },
+        { key: StateAttr, value: 'submitting' },
+      ],
+      staticSummary: `Row ${row.id} (line ${row.line}) of ${batchId}`,
+      staticDetails: `**Prompt:** ${row.prompt.slice(0, 500)}\n\n**Model:** ${row.model} · ${JSON.stringify(row.parameters)}`,
+    }).then(finished, (err: unknown) =>
+      finished({
+        rowId: row.id,
+        line: row.line,
+        prompt: row.prompt,
+        model: row.model,
+        status: 'failed',
+        errorCode: 'workflow_failed',
+        errorMessage: err instanceof Error ? err.message : String(err),
+        attempts: 0,
+        polls: 0,
+        finishedAt: new Date().toISOString(),
+      }),
+    );
+  };
+
+  const runFull = () => startedThisRun >= options.promptsPerRun || workflowInfo().continueAsNewSuggested;
+  const canStart = () => buffer.length > 0 && !runFull() && !pausedReason && inFlight.size < concurrency;
+
+  for (;;) {
+    setCurrentDetails(progressMarkdown(progress()));
+    if (canStart() && gateUntil > Date.now()) {
+      await sleep(gateUntil - Date.now());
+      continue;
+    }
+    if (buffer.length === 0 && readOffset < totalRows && !runFull()) {
+      buffer = await readRows({
+        csvPath: input.csvPath,
+        csvSha256: input.csvSha256,
+        offset: readOffset,
+        limit: options.pageSize,
+      });
+      if (buffer.length === 0)
+        throw ApplicationFailure.nonRetryable(
+          `${input.csvPath} has fewer rows than the ${totalRows} validated`,
+        );
+      readOffset += buffer.length;
+      continue;
+    }
+    if (canStart()) {
+      start(buffer.shift()!);
+      continue;
+    }
+    if (inFlight.size === 0 && (runFull() || nextRow >= totalRows)) break;
+    const seen = tick;
+    await condition(() => tick !== seen);
+  }
+  await condition(() => !recording && pending.length === 0);
+
+  if (nextRow < totalRows) {
+    return continueAsNew<typeof batchWorkflow>({
+      ...input,
+      carry: {
+        nextRow,
+        counts,
+        startedAt: carry.startedAt,
+        concurrency,
+        pausedReason,
+        gateUntil,
+        manifestPath,
+        runs: carry.runs + 1,
+      },
+    });
+  }
+  setState('completed');
+  setCurrentDetails(progressMarkdown(progress()));
+  return { batchId, total: totalRows, succeeded: counts.succeeded, failed: counts.failed, manifestPath };
+}

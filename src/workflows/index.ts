@@ -1,0 +1,3 @@
+// The workflow bundle's entry point: every workflow type the worker registers.
+export { batchWorkflow } from './batch';
+export { promptWorkflow } from './prompt';

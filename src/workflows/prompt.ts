@@ -1,0 +1,158 @@
+// One prompt: submit once, then poll by activity retries (durable server-side timers, no history events
+// per poll) until the job is terminal or its deadline passes. Never pays twice: the job id is in history as
+// soon as the submit activity returns, and every later step only polls that job.
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  condition,
+  getExternalWorkflowHandle,
+  proxyActivities,
+  setHandler,
+  sleep,
+  TimeoutFailure,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import {
+  FailureType,
+  promptBlockedSignal,
+  promptRateLimitedSignal,
+  StateAttr,
+  unblockSignal,
+  type PollOutcome,
+  type PromptInput,
+  type PromptResult,
+  type SubmitResult,
+} from '../shared';
+
+const { submitJob } = proxyActivities<Activities>({
+  startToCloseTimeout: '60s',
+  retry: {
+    initialInterval: '2s',
+    backoffCoefficient: 2,
+    maximumInterval: '2m',
+    nonRetryableErrorTypes: [
+      FailureType.Unauthorized,
+      FailureType.Forbidden,
+      FailureType.RateLimited,
+      FailureType.InvalidRequest,
+      FailureType.NotFound,
+    ],
+  },
+});
+
+function applicationFailure(err: unknown): ApplicationFailure | undefined {
+  return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause : undefined;
+}
+
+function failureCode(failure: ApplicationFailure | undefined, fallback: string): string {
+  const details = failure?.details?.[0] as { code?: string } | undefined;
+  return details?.code ?? fallback;
+}
+
+export async function promptWorkflow(input: PromptInput): Promise<PromptResult> {
+  const { row, batchId, poll } = input;
+  const parent = workflowInfo().parent;
+  const batch = parent ? getExternalWorkflowHandle(parent.workflowId) : undefined;
+  let unblocked = false;
+  setHandler(unblockSignal, () => void (unblocked = true));
+  let pausedMs = 0;
+
+  const base = { rowId: row.id, line: row.line, prompt: row.prompt, model: row.model };
+  const finish = (rest: Omit<PromptResult, keyof typeof base | 'finishedAt'>): PromptResult => {
+    upsertSearchAttributes([{ key: StateAttr, value: rest.status }]);
+    return { ...base, ...rest, finishedAt: new Date().toISOString() };
+  };
+
+  /** 401/403: tell the batch (it pauses) and wait until it says the key was fixed. */
+  const waitForUnblock = async (failure: ApplicationFailure) => {
+    const since = Date.now();
+    unblocked = false;
+    upsertSearchAttributes([{ key: StateAttr, value: 'blocked' }]);
+    if (batch) await batch.signal(promptBlockedSignal, { rowId: row.id, reason: failure.message });
+    await condition(() => unblocked);
+    pausedMs += Date.now() - since;
+  };
+
+  let submitted: SubmitResult | undefined;
+  let rateLimits = 0;
+  while (!submitted) {
+    try {
+      submitted = await submitJob({ batchId, row });
+    } catch (err) {
+      const failure = applicationFailure(err);
+      if (failure?.type === FailureType.RateLimited) {
+        const { retryAfterMs } = (failure.details?.[0] ?? { retryAfterMs: 1000 }) as { retryAfterMs: number };
+        if (batch)
+          await batch.signal(promptRateLimitedSignal, { rowId: row.id, untilMs: Date.now() + retryAfterMs });
+        rateLimits += 1;
+        await sleep(retryAfterMs);
+      } else if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
+        await waitForUnblock(failure);
+      } else {
+        return finish({
+          status: 'failed',
+          attempts: 1 + rateLimits,
+          polls: 0,
+          errorCode: failureCode(failure, 'submit_failed'),
+          errorMessage: failure?.message ?? String(err),
+        });
+      }
+    }
+  }
+  upsertSearchAttributes([{ key: StateAttr, value: 'running' }]);
+  const attempts = submitted.attempts + rateLimits;
+  const common = {
+    jobId: submitted.jobId,
+    attempts,
+    submittedAt: new Date(submitted.submittedAt).toISOString(),
+  };
+
+  const deadlinePassed = () =>
+    finish({
+      ...common,
+      status: 'failed',
+      polls: 0,
+      errorCode: 'deadline_exceeded',
+      errorMessage: `job ${submitted.jobId} did not finish within ${Math.round(input.jobDeadlineMs / 1000)} s`,
+    });
+
+  for (;;) {
+    const remaining = submitted.submittedAt + input.jobDeadlineMs + pausedMs - Date.now();
+    if (remaining <= 0) return deadlinePassed();
+    const { pollJob } = proxyActivities<Activities>({
+      startToCloseTimeout: '60s',
+      scheduleToCloseTimeout: remaining,
+      retry: {
+        initialInterval: poll.intervalMs,
+        backoffCoefficient: 1,
+        nonRetryableErrorTypes: [
+          FailureType.Unauthorized,
+          FailureType.Forbidden,
+          FailureType.NotFound,
+          FailureType.InvalidRequest,
+        ],
+      },
+    });
+    let outcome: PollOutcome;
+    try {
+      outcome = await pollJob({ jobId: submitted.jobId, submittedAt: submitted.submittedAt, poll });
+    } catch (err) {
+      if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure) return deadlinePassed();
+      const failure = applicationFailure(err);
+      if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
+        await waitForUnblock(failure);
+        continue;
+      }
+      return finish({
+        ...common,
+        status: 'failed',
+        polls: 0,
+        errorCode: failureCode(failure, 'poll_failed'),
+        errorMessage: failure?.message ?? String(err),
+      });
+    }
+    return finish({ ...common, ...outcome });
+  }
+}
