@@ -6,6 +6,7 @@ export default defineConfig({
     // The Temporal worker loads a native module: separate processes, not worker threads.
     pool: 'forks',
     globalSetup: ['test/global-setup.ts'],
+    setupFiles: ['test/setup-logger.ts'],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     fileParallelism: true,

@@ -35,6 +35,7 @@ function batchOptionsFrom(o: Record<string, unknown>): StartBatchOptions {
   return {
     concurrency: o.concurrency as number,
     jobDeadlineMs: o.jobDeadline as number,
+    activityTimeoutMs: o.activityTimeout as number,
     pageSize: o.pageSize as number,
     promptsPerRun: o.promptsPerRun as number,
     ...(o.out ? { outDir: o.out as string } : {}),

@@ -88,7 +88,9 @@ export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
   const problems: CsvProblem[] = [];
   const problem = (line: number, column: string, reason: string) =>
     problems.push({ file, line, column, reason });
+  // Kept and skipped records each come in file order, but interleave: one cursor each.
   const locate = lineLocator(text);
+  const locateSkipped = lineLocator(text);
   let header: string[] = [];
 
   let records: { record: Record<string, string>; raw: string }[] = [];
@@ -99,7 +101,7 @@ export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
       skip_empty_lines: true,
       skip_records_with_error: true,
       on_skip: (err, raw) => {
-        const line = (raw ? locate(raw) : 0) || Number(err?.lines ?? 0);
+        const line = (raw ? locateSkipped(raw) : 0) || Number(err?.lines ?? 0);
         problem(
           line,
           err?.code === 'CSV_RECORD_INCONSISTENT_COLUMNS' ? '(row)' : '(format)',

@@ -63,6 +63,8 @@ export interface BatchOptions {
   poll: PollSchedule;
   /** A job still unfinished this long after submission fails with `deadline_exceeded`. */
   jobDeadlineMs: number;
+  /** Start-to-close timeout of one gateway call activity; bounds how long a crashed worker's call blocks a retry. */
+  activityTimeoutMs: number;
   /** Rows read per page by the batch workflow. */
   pageSize: number;
   /** Prompts started per workflow run before the batch continues as new. */
@@ -75,6 +77,7 @@ export const DEFAULT_BATCH_OPTIONS: BatchOptions = {
   concurrency: 20,
   poll: DEFAULT_POLL_SCHEDULE,
   jobDeadlineMs: 60 * 60_000,
+  activityTimeoutMs: 30_000,
   pageSize: 100,
   promptsPerRun: 400,
 };
@@ -147,6 +150,7 @@ export interface PromptInput {
   row: PromptRow;
   poll: PollSchedule;
   jobDeadlineMs: number;
+  activityTimeoutMs: number;
 }
 
 export interface BatchProgress {

@@ -4,6 +4,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
+import { parseRetryAfter } from '../gateway/retry-after';
 import { tinyMp4 } from './mp4';
 import {
   CHAT_MODELS,
@@ -116,7 +117,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   const retryAfter = (waitMs: number): string => {
     const seconds = Math.max(1, Math.ceil(waitMs / 1000));
     return state.options.retryAfterFormat === 'date'
-      ? new Date(Math.ceil((state.now() + waitMs) / 1000) * 1000 + 1000).toUTCString()
+      ? new Date(Math.ceil((state.now() + waitMs) / 1000) * 1000).toUTCString()
       : String(seconds);
   };
 
@@ -165,7 +166,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       const body = parseBody(generationSchema, await readJson(req));
       requireModel(key, body.model, VIDEO_MODELS);
       const idempotencyKey = req.headers['idempotency-key'] as string | undefined;
-      const existing = state.idempotentJob(key.id, idempotencyKey);
+      const existing = state.idempotentJob(idempotencyKey);
       if (existing) return [200, jobView(existing, false)];
       const wait = state.runningCapWait(key.id);
       if (wait > 0) {
@@ -178,8 +179,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     const jobMatch = /^\/v1\/videos\/generations\/([^/]+)$/.exec(path);
     if (req.method === 'GET' && jobMatch) {
       const job = state.jobs.get(decodeURIComponent(jobMatch[1] ?? ''));
-      if (!job || job.keyId !== key.id)
-        throw new HttpError(404, 'not_found', `No job with id ${jobMatch[1]}.`);
+      // Jobs belong to the account, not the key: a rotated key still sees earlier jobs.
+      if (!job) throw new HttpError(404, 'not_found', `No job with id ${jobMatch[1]}.`);
       return [200, jobView(job, false)];
     }
     if (req.method === 'GET' && path === '/v1/models') {
@@ -319,6 +320,18 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
           send(res, status, { error: { code: e.code, message: e.message, type: 'error' } }, e.headers);
       } finally {
         state.countRequest(route, status);
+        if (options.recordRequests && isV1) {
+          const wait =
+            status === 429
+              ? parseRetryAfter(String(res.getHeader('retry-after') ?? ''), state.now())
+              : undefined;
+          state.requestLog.push({
+            at: state.now(),
+            route,
+            status,
+            ...(wait !== undefined ? { retryAfterMs: wait } : {}),
+          });
+        }
         if (req.method !== 'GET' && options.stateFile) save();
       }
     })();

@@ -41,6 +41,8 @@ export interface SimulatorOptions {
   faults?: Partial<FaultOptions>;
   seed?: number;
   now?: () => number;
+  /** Keep a log of every /v1 request (time, route, status, Retry-After) for tests that check timing. */
+  recordRequests?: boolean;
   /** Keep keys and jobs in this JSON file, so a restarted simulator still knows earlier jobs. */
   stateFile?: string;
 }
@@ -94,6 +96,7 @@ export class SimulatorState {
   readonly random: () => number;
   readonly now: () => number;
   private jobCounter = 0;
+  readonly requestLog: { at: number; route: string; status: number; retryAfterMs?: number }[] = [];
   readonly stats = {
     requests: {} as Record<string, Record<string, number>>,
     jobsCreated: 0,
@@ -104,7 +107,10 @@ export class SimulatorState {
 
   constructor(
     readonly options: Required<
-      Omit<SimulatorOptions, 'faults' | 'seed' | 'now' | 'host' | 'port' | 'apiKeys' | 'stateFile'>
+      Omit<
+        SimulatorOptions,
+        'faults' | 'seed' | 'now' | 'host' | 'port' | 'apiKeys' | 'stateFile' | 'recordRequests'
+      >
     > & {
       faults?: Partial<FaultOptions>;
       seed: number;
@@ -183,9 +189,10 @@ export class SimulatorState {
     return Math.min(...active.map((j) => j.doneAt)) - now;
   }
 
-  idempotentJob(keyId: string, idempotencyKey: string | undefined): Job | undefined {
+  /** Idempotency keys, like jobs, are scoped to the account (every key of this simulator), not to one API key. */
+  idempotentJob(idempotencyKey: string | undefined): Job | undefined {
     if (!idempotencyKey || !this.options.idempotency) return undefined;
-    const jobId = this.byIdempotencyKey.get(`${keyId}\n${idempotencyKey}`);
+    const jobId = this.byIdempotencyKey.get(idempotencyKey);
     if (!jobId) return undefined;
     this.stats.idempotentReplays += 1;
     return this.jobs.get(jobId);
@@ -221,8 +228,7 @@ export class SimulatorState {
     };
     this.jobs.set(job.id, job);
     this.stats.jobsCreated += 1;
-    if (idempotencyKey && this.options.idempotency)
-      this.byIdempotencyKey.set(`${keyId}\n${idempotencyKey}`, job.id);
+    if (idempotencyKey && this.options.idempotency) this.byIdempotencyKey.set(idempotencyKey, job.id);
     const bodyHash = createHash('sha256').update(JSON.stringify(body)).digest('hex');
     this.jobsPerBody.set(bodyHash, (this.jobsPerBody.get(bodyHash) ?? 0) + 1);
     return job;

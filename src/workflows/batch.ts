@@ -175,7 +175,15 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     startedThisRun += 1;
     executeChild(promptWorkflow, {
       workflowId: promptWorkflowId(batchId, row.id),
-      args: [{ batchId, row, poll: options.poll, jobDeadlineMs: options.jobDeadlineMs }],
+      args: [
+        {
+          batchId,
+          row,
+          poll: options.poll,
+          jobDeadlineMs: options.jobDeadlineMs,
+          activityTimeoutMs: options.activityTimeoutMs,
+        },
+      ],
       typedSearchAttributes: [
         { key: BatchIdAttr, value: batchId },
         { key: StateAttr, value: 'submitting' },

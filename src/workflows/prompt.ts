@@ -26,22 +26,6 @@ import {
   type SubmitResult,
 } from '../shared';
 
-const { submitJob } = proxyActivities<Activities>({
-  startToCloseTimeout: '60s',
-  retry: {
-    initialInterval: '2s',
-    backoffCoefficient: 2,
-    maximumInterval: '2m',
-    nonRetryableErrorTypes: [
-      FailureType.Unauthorized,
-      FailureType.Forbidden,
-      FailureType.RateLimited,
-      FailureType.InvalidRequest,
-      FailureType.NotFound,
-    ],
-  },
-});
-
 function applicationFailure(err: unknown): ApplicationFailure | undefined {
   return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause : undefined;
 }
@@ -53,6 +37,22 @@ function failureCode(failure: ApplicationFailure | undefined, fallback: string):
 
 export async function promptWorkflow(input: PromptInput): Promise<PromptResult> {
   const { row, batchId, poll } = input;
+  const { submitJob } = proxyActivities<Activities>({
+    startToCloseTimeout: input.activityTimeoutMs,
+    retry: {
+      initialInterval: '2s',
+      backoffCoefficient: 2,
+      maximumInterval: '2m',
+      nonRetryableErrorTypes: [
+        FailureType.Unauthorized,
+        FailureType.Forbidden,
+        FailureType.RateLimited,
+        FailureType.InvalidRequest,
+        FailureType.NotFound,
+      ],
+    },
+  });
+
   const parent = workflowInfo().parent;
   const batch = parent ? getExternalWorkflowHandle(parent.workflowId) : undefined;
   let unblocked = false;
@@ -122,7 +122,7 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
     const remaining = submitted.submittedAt + input.jobDeadlineMs + pausedMs - Date.now();
     if (remaining <= 0) return deadlinePassed();
     const { pollJob } = proxyActivities<Activities>({
-      startToCloseTimeout: '60s',
+      startToCloseTimeout: input.activityTimeoutMs,
       scheduleToCloseTimeout: remaining,
       retry: {
         initialInterval: poll.intervalMs,
