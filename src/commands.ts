@@ -98,6 +98,11 @@ export function registerBatchCommands(program: Command): void {
         .default(DEFAULT_BATCH_OPTIONS.jobDeadlineMs, '3600'),
     )
     .addOption(
+      new Option('--activity-timeout <s>', 'timeout of one gateway call activity')
+        .argParser(seconds)
+        .default(DEFAULT_BATCH_OPTIONS.activityTimeoutMs, '30'),
+    )
+    .addOption(
       new Option('--page-size <n>', 'rows read per page')
         .argParser(num)
         .default(DEFAULT_BATCH_OPTIONS.pageSize),

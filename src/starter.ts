@@ -174,6 +174,11 @@ export interface StartBatchOptions extends Partial<Omit<BatchOptions, 'poll'>> {
   poll?: Partial<BatchOptions['poll']>;
 }
 
+/** Drops undefined values, so an unset flag never overrides a default. */
+function definedOnly<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
 /** Validates the CSV (nothing is submitted from a file with errors), then starts its batch or attaches to it. */
 export async function startBatch(
   session: Session,
@@ -189,8 +194,8 @@ export async function startBatch(
   const batchId = batchIdFor(csv);
   const batchOptions: BatchOptions = {
     ...DEFAULT_BATCH_OPTIONS,
-    ...options,
-    poll: { ...DEFAULT_BATCH_OPTIONS.poll, ...options.poll },
+    ...definedOnly(options),
+    poll: { ...DEFAULT_BATCH_OPTIONS.poll, ...definedOnly(options.poll ?? {}) },
     ...(options.outDir ? { outDir: resolve(options.outDir) } : {}),
   };
   const input: BatchInput = {
@@ -249,7 +254,12 @@ export async function followBatch(
   intervalMs = 1000,
 ): Promise<BatchResult | undefined> {
   let done = false;
-  const result = handle.result().finally(() => (done = true));
+  // The result long-poll must be cancelled when we stop following, or it outlives the closed connection.
+  const stopFollowing = new AbortController();
+  signal?.addEventListener('abort', () => stopFollowing.abort(), { once: true });
+  const result = handle.client
+    .withAbortSignal(stopFollowing.signal, () => handle.result())
+    .finally(() => (done = true));
   while (!done && !signal?.aborted) {
     const p = await getProgress(handle);
     if (p) onProgress(p);
@@ -258,6 +268,7 @@ export async function followBatch(
       result.catch(() => undefined),
     ]);
   }
-  if (signal?.aborted && !done) return undefined;
+  // Stopped by the caller: the batch goes on; report a result only if it happened to finish first.
+  if (signal?.aborted) return result.catch(() => undefined);
   return result;
 }

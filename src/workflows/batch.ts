@@ -38,17 +38,17 @@ import {
 import { promptWorkflow } from './prompt';
 import { progressMarkdown } from './progress-details';
 
-const { readRows, recordResults } = proxyActivities<Activities>({
-  startToCloseTimeout: '2m',
-  retry: { initialInterval: '1s', maximumInterval: '1m', nonRetryableErrorTypes: [FailureType.CsvChanged] },
-});
-
 export function promptWorkflowId(batchId: string, rowId: string): string {
   return `${batchId}/${rowId}`;
 }
 
 export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   const { batchId, options, totalRows } = input;
+  // Short timeouts: a call on a crashed worker is retried elsewhere after this long, not after minutes.
+  const { readRows, recordResults } = proxyActivities<Activities>({
+    startToCloseTimeout: options.activityTimeoutMs,
+    retry: { initialInterval: '1s', maximumInterval: '1m', nonRetryableErrorTypes: [FailureType.CsvChanged] },
+  });
   const carry: BatchCarry = input.carry ?? {
     nextRow: 0,
     counts: { succeeded: 0, failed: 0 },
