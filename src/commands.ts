@@ -4,7 +4,13 @@ import { loadCsv } from './csv';
 import { ConfigError, CsvValidationError } from './errors';
 import { createProgressView } from './progress-view';
 import { DEFAULT_BATCH_OPTIONS } from './shared';
-import { followBatch, openSession, startBatch, type StartBatchOptions } from './starter';
+import {
+  followBatch,
+  openSession,
+  SIMULATED_JOB_SECONDS,
+  startBatch,
+  type StartBatchOptions,
+} from './starter';
 import { runWorker } from './worker';
 
 /** Exit codes: documented in the README. */
@@ -70,7 +76,12 @@ export function registerBatchCommands(program: Command): void {
       '--simulate',
       'start the gateway simulator and use it instead of GATEWAY_BASE_URL/GATEWAY_API_KEY',
     )
-    .addOption(new Option('--sim-job-seconds <s>', 'with --simulate: mean job latency').argParser(num))
+    .addOption(
+      new Option(
+        '--sim-job-seconds <s>',
+        `with --simulate: mean job latency (default ${SIMULATED_JOB_SECONDS})`,
+      ).argParser(num),
+    )
     .addOption(new Option('--sim-rate-limit <rps>', 'with --simulate: requests/second limit').argParser(num))
     .addOption(
       new Option('--concurrency <n>', 'prompts in flight at once')
@@ -116,14 +127,19 @@ export function registerBatchCommands(program: Command): void {
     .option('--detach', 'start (or find) the batch and exit without following it')
     .option('--json', 'print the final result as JSON')
     .action(async (csvPath: string, o: Record<string, unknown>) => {
+      const simJobSeconds = (o.simJobSeconds as number | undefined) ?? SIMULATED_JOB_SECONDS;
       const simulate = o.simulate
         ? {
-            ...(o.simJobSeconds !== undefined
-              ? { jobSeconds: o.simJobSeconds as number, jobJitterSeconds: (o.simJobSeconds as number) / 3 }
-              : {}),
+            jobSeconds: simJobSeconds,
+            jobJitterSeconds: simJobSeconds / 2,
             ...(o.simRateLimit !== undefined ? { rateLimit: o.simRateLimit as number } : {}),
           }
         : false;
+      // The default poll schedule suits real providers (minutes per job); simulated jobs take seconds.
+      if (o.simulate) {
+        o.firstPoll ??= simJobSeconds * 1000;
+        o.pollInterval ??= Math.max(500, simJobSeconds * 250);
+      }
       // Validate before starting any server: nothing is submitted from a file with errors.
       const parsed = await loadCsv(csvPath);
       if (parsed.problems.length) fail(new CsvValidationError(parsed.problems));

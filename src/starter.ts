@@ -33,6 +33,8 @@ export const STATE_DIR = '.vidbatch';
 const LOCAL_SERVER_FILE = join(STATE_DIR, 'server.json');
 /** The key the simulator started by `--simulate` registers (a local test key, not a secret). */
 const SIMULATOR_KEY = 'sk-vidbatch-local-simulator';
+/** Mean latency of simulated jobs under `--simulate` (± half of it). */
+export const SIMULATED_JOB_SECONDS = 8;
 
 export function batchIdFor(csv: ParsedCsv): string {
   return `batch-${csv.sha256.slice(0, 16)}`;
@@ -96,8 +98,8 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
       simulator = await startSimulator({
         apiKeys: [SIMULATOR_KEY],
         stateFile: join(STATE_DIR, 'simulator-state.json'),
-        jobSeconds: 8,
-        jobJitterSeconds: 4,
+        jobSeconds: SIMULATED_JOB_SECONDS,
+        jobJitterSeconds: SIMULATED_JOB_SECONDS / 2,
         ...(typeof options.simulate === 'object' ? options.simulate : {}),
       });
       cleanups.push(() => simulator!.close());
