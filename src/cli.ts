@@ -3,6 +3,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { startDevServer, DEFAULT_DB_FILE } from './temporal/dev-server';
 import { startSimulator } from './simulator/server';
 import { registerBatchCommands } from './commands';
+import { registerOperatorCommands } from './operate-commands';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 
 const program = new Command('vidbatch')
@@ -126,6 +127,7 @@ program
   });
 
 registerBatchCommands(program);
+registerOperatorCommands(program);
 
 // The SDK logs every worker state change at INFO; operators want warnings only (VIDBATCH_LOG_LEVEL to change).
 Runtime.install({

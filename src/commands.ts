@@ -4,7 +4,9 @@ import { loadCsv } from './csv';
 import { ConfigError, CsvValidationError } from './errors';
 import { createProgressView } from './progress-view';
 import { DEFAULT_BATCH_OPTIONS } from './shared';
+import { plan } from './doctor';
 import {
+  batchIdFor,
   followBatch,
   openSession,
   SIMULATED_JOB_SECONDS,
@@ -124,6 +126,10 @@ export function registerBatchCommands(program: Command): void {
         .default(DEFAULT_BATCH_OPTIONS.promptsPerRun),
     )
     .addOption(new Option('--out <dir>', 'output folder (default out/<batch-id>)').env('VIDBATCH_OUT_DIR'))
+    .option(
+      '--dry-run',
+      'validate and print what would be submitted (counts per model, resolution, duration); start nothing',
+    )
     .option('--detach', 'start (or find) the batch and exit without following it')
     .option('--json', 'print the final result as JSON')
     .action(async (csvPath: string, o: Record<string, unknown>) => {
@@ -143,6 +149,10 @@ export function registerBatchCommands(program: Command): void {
       // Validate before starting any server: nothing is submitted from a file with errors.
       const parsed = await loadCsv(csvPath);
       if (parsed.problems.length) fail(new CsvValidationError(parsed.problems));
+      if (o.dryRun) {
+        console.log(JSON.stringify({ batchId: batchIdFor(parsed), ...plan(parsed.rows) }, null, 2));
+        return;
+      }
       const session = await openSession({ simulate, worker: !!o.simulate }).catch(fail);
       const abort = new AbortController();
       const onSigint = () => abort.abort();

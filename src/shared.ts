@@ -89,6 +89,8 @@ export interface BatchInput {
   csvSha256: string;
   totalRows: number;
   options: BatchOptions;
+  /** The batch whose failed rows this batch retries. */
+  retryOf?: string;
   /** Carried across continue-as-new. */
   carry?: BatchCarry;
 }
@@ -117,6 +119,9 @@ export interface PromptResult {
   line: number;
   prompt: string;
   model: string;
+  /** The request's input and parameters, so a failed row can be written back as an input row. */
+  input: Record<string, unknown>;
+  parameters: Record<string, unknown>;
   status: PromptStatus;
   jobId?: string;
   url?: string;
@@ -171,6 +176,8 @@ export interface BatchProgress {
   concurrency: number;
   startedAt: number;
   done: boolean;
+  /** Where finished rows are recorded ('' until the first is). */
+  manifestPath: string;
 }
 
 export interface BatchResult {

@@ -174,6 +174,8 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
 
 export interface StartBatchOptions extends Partial<Omit<BatchOptions, 'poll'>> {
   poll?: Partial<BatchOptions['poll']>;
+  /** This batch retries the failed rows of that one. */
+  retryOf?: string;
 }
 
 /** Drops undefined values, so an unset flag never overrides a default. */
@@ -194,9 +196,10 @@ export async function startBatch(
 }> {
   const csv = await loadValidCsv(csvPath);
   const batchId = batchIdFor(csv);
+  const { retryOf, ...rest } = options;
   const batchOptions: BatchOptions = {
     ...DEFAULT_BATCH_OPTIONS,
-    ...definedOnly(options),
+    ...definedOnly(rest),
     poll: { ...DEFAULT_BATCH_OPTIONS.poll, ...definedOnly(options.poll ?? {}) },
     ...(options.outDir ? { outDir: resolve(options.outDir) } : {}),
   };
@@ -206,6 +209,7 @@ export async function startBatch(
     csvSha256: csv.sha256,
     totalRows: csv.rows.length,
     options: batchOptions,
+    ...(retryOf ? { retryOf } : {}),
   };
   const previous = await session.client.workflow
     .getHandle(batchId)
@@ -226,7 +230,10 @@ export async function startBatch(
         { key: StateAttr, value: 'running' },
       ],
       staticSummary: `vidbatch: ${csv.rows.length} prompts from ${csvPath}`,
-      staticDetails: `**CSV:** ${resolve(csvPath)}\n\n**sha256:** ${csv.sha256}\n\n**Window:** ${batchOptions.concurrency} prompts`,
+      staticDetails:
+        `**CSV:** ${resolve(csvPath)}\n\n**sha256:** ${csv.sha256}\n\n**Window:** ${batchOptions.concurrency} prompts` +
+        (retryOf ? `\n\n**Retries the failed rows of:** ${retryOf}` : ''),
+      ...(retryOf ? { memo: { retryOf } } : {}),
     });
     return { handle, batchId, attached, csv };
   } catch (err) {

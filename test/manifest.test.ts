@@ -10,6 +10,8 @@ const result = (rowId: string, status: PromptResult['status'] = 'succeeded'): Pr
   line: Number(rowId) + 1,
   prompt: `prompt ${rowId}, with "quotes"`,
   model: 'modelfamily-1.0-r2v',
+  input: { prompt: `prompt ${rowId}, with "quotes"` },
+  parameters: { resolution: '720P', duration: 5 },
   status,
   jobId: `vid_${rowId}`,
   url: status === 'succeeded' ? `http://x/${rowId}.mp4` : undefined,

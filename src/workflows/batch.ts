@@ -4,7 +4,9 @@
 // it until an operator resumes it.
 import {
   ApplicationFailure,
+  CancellationScope,
   condition,
+  isCancellation,
   continueAsNew,
   executeChild,
   getExternalWorkflowHandle,
@@ -87,6 +89,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     concurrency,
     startedAt: carry.startedAt,
     done: counts.succeeded + counts.failed >= totalRows,
+    manifestPath,
   });
   const setState = (state: string) => upsertSearchAttributes([{ key: StateAttr, value: state }]);
 
@@ -196,6 +199,8 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
         line: row.line,
         prompt: row.prompt,
         model: row.model,
+        input: row.input,
+        parameters: row.parameters,
         status: 'failed',
         errorCode: 'workflow_failed',
         errorMessage: err instanceof Error ? err.message : String(err),
@@ -209,33 +214,47 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   const runFull = () => startedThisRun >= options.promptsPerRun || workflowInfo().continueAsNewSuggested;
   const canStart = () => buffer.length > 0 && !runFull() && !pausedReason && inFlight.size < concurrency;
 
-  for (;;) {
-    setCurrentDetails(progressMarkdown(progress()));
-    if (canStart() && gateUntil > Date.now()) {
-      await sleep(gateUntil - Date.now());
-      continue;
+  try {
+    for (;;) {
+      setCurrentDetails(progressMarkdown(progress()));
+      if (canStart() && gateUntil > Date.now()) {
+        await sleep(gateUntil - Date.now());
+        continue;
+      }
+      if (buffer.length === 0 && readOffset < totalRows && !runFull()) {
+        buffer = await readRows({
+          csvPath: input.csvPath,
+          csvSha256: input.csvSha256,
+          offset: readOffset,
+          limit: options.pageSize,
+        });
+        if (buffer.length === 0)
+          throw ApplicationFailure.nonRetryable(
+            `${input.csvPath} has fewer rows than the ${totalRows} validated`,
+          );
+        readOffset += buffer.length;
+        continue;
+      }
+      if (canStart()) {
+        start(buffer.shift()!);
+        continue;
+      }
+      if (inFlight.size === 0 && (runFull() || nextRow >= totalRows)) break;
+      const seen = tick;
+      await condition(() => tick !== seen);
     }
-    if (buffer.length === 0 && readOffset < totalRows && !runFull()) {
-      buffer = await readRows({
-        csvPath: input.csvPath,
-        csvSha256: input.csvSha256,
-        offset: readOffset,
-        limit: options.pageSize,
-      });
-      if (buffer.length === 0)
-        throw ApplicationFailure.nonRetryable(
-          `${input.csvPath} has fewer rows than the ${totalRows} validated`,
-        );
-      readOffset += buffer.length;
-      continue;
-    }
-    if (canStart()) {
-      start(buffer.shift()!);
-      continue;
-    }
-    if (inFlight.size === 0 && (runFull() || nextRow >= totalRows)) break;
-    const seen = tick;
-    await condition(() => tick !== seen);
+  } catch (err) {
+    if (!isCancellation(err)) throw err;
+    // Cancelled: keep partial results. In-flight prompts report their cancellation (with any job id),
+    // and everything finished is recorded before the batch ends as cancelled.
+    await CancellationScope.nonCancellable(async () => {
+      setState('cancelled');
+      await condition(() => inFlight.size === 0, '1 minute');
+      await condition(() => !recording);
+      if (pending.length)
+        await recordResults({ batchId, outDir: options.outDir, results: pending.splice(0) });
+    });
+    throw err;
   }
   await condition(() => !recording && pending.length === 0);
 

@@ -5,6 +5,7 @@ import {
   ActivityFailure,
   ApplicationFailure,
   condition,
+  isCancellation,
   getExternalWorkflowHandle,
   proxyActivities,
   setHandler,
@@ -59,7 +60,14 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
   setHandler(unblockSignal, () => void (unblocked = true));
   let pausedMs = 0;
 
-  const base = { rowId: row.id, line: row.line, prompt: row.prompt, model: row.model };
+  const base = {
+    rowId: row.id,
+    line: row.line,
+    prompt: row.prompt,
+    model: row.model,
+    input: row.input,
+    parameters: row.parameters,
+  };
   const finish = (rest: Omit<PromptResult, keyof typeof base | 'finishedAt'>): PromptResult => {
     upsertSearchAttributes([{ key: StateAttr, value: rest.status }]);
     return { ...base, ...rest, finishedAt: new Date().toISOString() };
@@ -81,6 +89,15 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
     try {
       submitted = await submitJob({ batchId, row });
     } catch (err) {
+      if (isCancellation(err)) {
+        return finish({
+          status: 'failed',
+          attempts: 1 + rateLimits,
+          polls: 0,
+          errorCode: 'cancelled',
+          errorMessage: 'the batch was cancelled before this row was submitted',
+        });
+      }
       const failure = applicationFailure(err);
       if (failure?.type === FailureType.RateLimited) {
         const { retryAfterMs } = (failure.details?.[0] ?? { retryAfterMs: 1000 }) as { retryAfterMs: number };
@@ -139,6 +156,15 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
     try {
       outcome = await pollJob({ jobId: submitted.jobId, submittedAt: submitted.submittedAt, poll });
     } catch (err) {
+      if (isCancellation(err)) {
+        return finish({
+          ...common,
+          status: 'failed',
+          polls: 0,
+          errorCode: 'cancelled',
+          errorMessage: `the batch was cancelled; job ${submitted.jobId} was submitted and may still finish at the gateway`,
+        });
+      }
       if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure) return deadlinePassed();
       const failure = applicationFailure(err);
       if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {

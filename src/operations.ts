@@ -1,0 +1,214 @@
+// Operating batches that already exist: find them, read their state, export their results, retry their
+// failures. The CLI's operator commands are thin wrappers around these functions.
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { stringify } from 'csv-stringify/sync';
+import { loadCsv } from './csv';
+import { manifestPath as manifestIn, readManifest } from './manifest';
+import type { BatchProgress, BatchResult, PromptResult } from './shared';
+import { batchIdFor, getProgress } from './starter';
+import type { batchWorkflow } from './workflows';
+
+const BATCH_ID = /^batch-[0-9a-f]{16}$/;
+
+/** A batch is named by its id or by the CSV it was made from. */
+export async function resolveBatchId(ref: string): Promise<string> {
+  if (BATCH_ID.test(ref)) return ref;
+  if (existsSync(ref)) return batchIdFor(await loadCsv(ref));
+  throw new Error(`"${ref}" is neither a batch id (batch-<16 hex>) nor a CSV file`);
+}
+
+export function batchHandle(client: Client, batchId: string): WorkflowHandle<typeof batchWorkflow> {
+  return client.workflow.getHandle<typeof batchWorkflow>(batchId);
+}
+
+export const PROMPT_STATES = ['submitting', 'running', 'blocked', 'succeeded', 'failed'] as const;
+
+export interface BatchStatus {
+  batchId: string;
+  /** Temporal's status of the batch workflow: RUNNING, COMPLETED, CANCELLED, FAILED, TERMINATED... */
+  workflowStatus: string;
+  startTime: Date;
+  closeTime?: Date;
+  /** From the running batch itself (needs a worker), when it answered. */
+  progress?: BatchProgress;
+  result?: BatchResult;
+  /** Prompt workflows per VidbatchState, from Temporal visibility (no worker needed). */
+  promptStates: Record<(typeof PROMPT_STATES)[number], number>;
+}
+
+export async function promptStateCounts(
+  client: Client,
+  batchId: string,
+): Promise<BatchStatus['promptStates']> {
+  const counts = {} as BatchStatus['promptStates'];
+  for (const state of PROMPT_STATES) {
+    const { count } = await client.workflow.count(
+      `BatchId = '${batchId}' AND WorkflowType = 'promptWorkflow' AND VidbatchState = '${state}'`,
+    );
+    counts[state] = count;
+  }
+  return counts;
+}
+
+export async function batchStatus(client: Client, batchId: string): Promise<BatchStatus> {
+  const handle = batchHandle(client, batchId);
+  const description = await handle.describe();
+  const status: BatchStatus = {
+    batchId,
+    workflowStatus: description.status.name,
+    startTime: description.startTime,
+    closeTime: description.closeTime,
+    promptStates: await promptStateCounts(client, batchId),
+  };
+  if (description.status.name === 'RUNNING') status.progress = await getProgress(handle);
+  if (description.status.name === 'COMPLETED') status.result = await handle.result();
+  return status;
+}
+
+export interface BatchSummary {
+  batchId: string;
+  workflowStatus: string;
+  startTime: Date;
+  closeTime?: Date;
+  total?: number;
+  succeeded?: number;
+  failed?: number;
+}
+
+/** Recent batches, newest first, from Temporal visibility (one row per batch, not per run). */
+export async function listBatches(client: Client, limit = 20): Promise<BatchSummary[]> {
+  const seen = new Map<string, BatchSummary>();
+  for await (const wf of client.workflow.list({
+    query: `WorkflowType = 'batchWorkflow'`,
+  })) {
+    if (seen.has(wf.workflowId)) continue;
+    seen.set(wf.workflowId, {
+      batchId: wf.workflowId,
+      workflowStatus: wf.status.name,
+      startTime: wf.startTime,
+      closeTime: wf.closeTime,
+    });
+    if (seen.size >= limit) break;
+  }
+  const rows = [...seen.values()];
+  for (const row of rows) {
+    const handle = batchHandle(client, row.batchId);
+    const figures = row.workflowStatus === 'COMPLETED' ? await handle.result() : await getProgress(handle);
+    if (figures)
+      Object.assign(row, { total: figures.total, succeeded: figures.succeeded, failed: figures.failed });
+  }
+  return rows.sort((a, b) => b.startTime.getTime() - a.startTime.getTime());
+}
+
+/** The manifest of a batch: where the batch says it is, else `<outRoot>/<batchId>/manifest.jsonl`. */
+export async function findManifest(client: Client, batchId: string, outRoot = 'out'): Promise<string> {
+  const status = await batchStatus(client, batchId).catch(() => undefined);
+  const known = status?.result?.manifestPath || status?.progress?.manifestPath;
+  return known || resolve(manifestIn(join(outRoot, batchId)));
+}
+
+/** The columns of an input CSV that reproduce a row exactly (input.* and parameters.* included). */
+export function inputRows(results: PromptResult[]): string[][] {
+  const inputKeys = [...new Set(results.flatMap((r) => Object.keys(r.input ?? {})))]
+    .filter((k) => k !== 'prompt')
+    .sort();
+  const paramKeys = [...new Set(results.flatMap((r) => Object.keys(r.parameters ?? {})))]
+    .filter((k) => k !== 'resolution' && k !== 'duration')
+    .sort();
+  const cell = (v: unknown) => (v === undefined ? '' : typeof v === 'string' ? v : JSON.stringify(v));
+  const header = [
+    'id',
+    'prompt',
+    'model',
+    'resolution',
+    'duration',
+    ...inputKeys.map((k) => `input.${k}`),
+    ...paramKeys.map((k) => `parameters.${k}`),
+  ];
+  return [
+    header,
+    ...results.map((r) => [
+      r.rowId,
+      r.prompt,
+      r.model,
+      cell(r.parameters?.resolution),
+      cell(r.parameters?.duration),
+      ...inputKeys.map((k) => cell(r.input?.[k])),
+      ...paramKeys.map((k) => cell(r.parameters?.[k])),
+    ]),
+  ];
+}
+
+const RESULT_COLUMNS = [
+  'rowId',
+  'line',
+  'status',
+  'prompt',
+  'model',
+  'jobId',
+  'url',
+  'errorCode',
+  'errorMessage',
+  'attempts',
+  'polls',
+  'submittedAt',
+  'finishedAt',
+] as const;
+
+export interface ExportedResults {
+  succeeded: number;
+  failed: number;
+  files: string[];
+}
+
+/**
+ * Writes `succeeded.<fmt>` and `failed.<fmt>` into `dir`. As CSV, the succeeded file lists results and the
+ * failed file is a valid input CSV (its errors go to `failed-errors.csv`), so it can be fixed and run again.
+ */
+export async function exportResults(
+  manifest: string,
+  dir: string,
+  format: 'csv' | 'jsonl',
+): Promise<ExportedResults> {
+  const results = (await readManifest(manifest)).sort((a, b) => a.line - b.line);
+  const succeeded = results.filter((r) => r.status === 'succeeded');
+  const failed = results.filter((r) => r.status === 'failed');
+  await mkdir(dir, { recursive: true });
+  const files: string[] = [];
+  const write = async (name: string, text: string) => {
+    files.push(join(dir, name));
+    await writeFile(join(dir, name), text);
+  };
+  if (format === 'jsonl') {
+    const jsonl = (rows: PromptResult[]) =>
+      rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : '');
+    await write('succeeded.jsonl', jsonl(succeeded));
+    await write('failed.jsonl', jsonl(failed));
+  } else {
+    const table = (rows: PromptResult[]) =>
+      stringify([[...RESULT_COLUMNS], ...rows.map((r) => RESULT_COLUMNS.map((c) => String(r[c] ?? '')))]);
+    await write('succeeded.csv', table(succeeded));
+    await write('failed.csv', stringify(inputRows(failed)));
+    await write('failed-errors.csv', table(failed));
+  }
+  return { succeeded: succeeded.length, failed: failed.length, files };
+}
+
+/** Writes an input CSV of the failed rows (optionally of one error code) and returns its path and row count. */
+export async function failedRowsCsv(
+  manifest: string,
+  dir: string,
+  batchId: string,
+  errorCode?: string,
+): Promise<{ path: string; rows: number }> {
+  const failed = (await readManifest(manifest))
+    .filter((r) => r.status === 'failed' && (!errorCode || r.errorCode === errorCode))
+    .sort((a, b) => a.line - b.line);
+  await mkdir(dir, { recursive: true });
+  const path = join(dir, `retry-of-${batchId}${errorCode ? `-${errorCode}` : ''}.csv`);
+  await writeFile(path, stringify(inputRows(failed)));
+  return { path, rows: failed.length };
+}
