@@ -1,4 +1,5 @@
 // Batch commands of the CLI. Each parses its flags and calls starter/worker/csv functions.
+import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import { loadCsv } from './csv';
 import { ConfigError, CsvValidationError } from './errors';
@@ -47,6 +48,11 @@ function batchOptionsFrom(o: Record<string, unknown>): StartBatchOptions {
     pageSize: o.pageSize as number,
     promptsPerRun: o.promptsPerRun as number,
     ...(o.out ? { outDir: o.out as string } : {}),
+    ...(o.download ? { downloadDir: resolve(o.download as string) } : {}),
+    maxFailures: o.maxFailures as number | undefined,
+    maxFailureRate: o.maxFailureRate as number | undefined,
+    maxSubmissions: o.maxSubmissions as number | undefined,
+    ...(o.batchDeadline !== undefined ? { deadlineAt: Date.now() + (o.batchDeadline as number) } : {}),
     poll,
   };
 }
@@ -178,11 +184,14 @@ export function registerBatchCommands(program: Command): void {
           return;
         }
         if (o.json) console.log(JSON.stringify(result, null, 2));
-        else
+        else {
           console.log(
             `${batchId}: ${result.succeeded} succeeded, ${result.failed} failed of ${result.total}. Manifest: ${result.manifestPath}`,
           );
-        process.exitCode = result.failed > 0 ? EXIT.rowsFailed : EXIT.ok;
+          if (result.stoppedReason)
+            console.log(`Stopped early: ${result.stoppedReason}; ${result.notStarted} rows not submitted.`);
+        }
+        process.exitCode = result.failed > 0 || result.notStarted > 0 ? EXIT.rowsFailed : EXIT.ok;
       } finally {
         view.stop();
         process.removeListener('SIGINT', onSigint);

@@ -46,6 +46,17 @@ export class CsvValidationError extends Error {
   }
 }
 
+/** Thrown by downloadVerified when a video cannot be fetched or fails verification; `retryable` says whether trying again can help. */
+export class DownloadError extends Error {
+  override name = 'DownloadError';
+  constructor(
+    message: string,
+    readonly retryable: boolean,
+  ) {
+    super(message);
+  }
+}
+
 /** Base of all errors raised by the gateway client; `status` is the HTTP status when there was a response. */
 export class GatewayError extends Error {
   override name = 'GatewayError';

@@ -1,12 +1,13 @@
 // Operator commands of the CLI: status, watch, pause, resume, cancel, set-concurrency, list, results,
 // retry-failed, doctor. Each parses flags and calls operations/starter/doctor functions.
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Command, Option } from 'commander';
 import { EXIT, fail } from './commands';
 import { plan, runDoctor } from './doctor';
 import {
   batchHandle,
   batchStatus,
+  downloadBatch,
   exportResults,
   failedRowsCsv,
   findManifest,
@@ -173,6 +174,30 @@ export function registerOperatorCommands(program: Command): void {
           );
       },
     );
+
+  program
+    .command('download')
+    .description(
+      'Download every finished .mp4 of a batch, verified (status, type, size, MP4 signature, sha256); resumes and never overwrites a verified file.',
+    )
+    .argument(...batchArg)
+    .option('--dir <dir>', 'where to put the videos (default: <manifest folder>/videos)')
+    .option('--concurrency <n>', 'downloads at once', '4')
+    .addOption(
+      new Option('--out-root <dir>', 'root of the output folders').env('VIDBATCH_OUT_ROOT').default('out'),
+    )
+    .action(async (ref: string, o: { dir?: string; concurrency: string; outRoot: string }) => {
+      const batchId = await resolveBatchId(ref);
+      const manifest = await withSession((s) => findManifest(s.client, batchId, o.outRoot));
+      const dir = o.dir ?? join(dirname(manifest), 'videos');
+      const reports = await downloadBatch(manifest, dir, Number(o.concurrency));
+      const failed = reports.filter((r) => r.error);
+      console.log(
+        `${reports.length - failed.length} videos verified in ${dir} (${reports.filter((r) => r.reused).length} already there), ${failed.length} failed`,
+      );
+      for (const f of failed) console.error(`  ${f.rowId}: ${f.error}`);
+      process.exitCode = failed.length ? EXIT.rowsFailed : EXIT.ok;
+    });
 
   program
     .command('retry-failed')

@@ -6,6 +6,7 @@ import { join, resolve } from 'node:path';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { stringify } from 'csv-stringify/sync';
 import { loadCsv } from './csv';
+import { downloadVerified } from './download';
 import { manifestPath as manifestIn, readManifest } from './manifest';
 import type { BatchProgress, BatchResult, PromptResult } from './shared';
 import { batchIdFor, getProgress } from './starter';
@@ -211,4 +212,51 @@ export async function failedRowsCsv(
   const path = join(dir, `retry-of-${batchId}${errorCode ? `-${errorCode}` : ''}.csv`);
   await writeFile(path, stringify(inputRows(failed)));
   return { path, rows: failed.length };
+}
+
+export interface DownloadReport {
+  rowId: string;
+  file?: string;
+  sha256?: string;
+  bytes?: number;
+  reused?: boolean;
+  error?: string;
+}
+
+/**
+ * Downloads every succeeded row's video into `dir` (`<rowId>.mp4`), `concurrency` at a time, verifying each and
+ * skipping files already verified; writes `downloads.jsonl` there and returns one report per row.
+ */
+export async function downloadBatch(
+  manifest: string,
+  dir: string,
+  concurrency = 4,
+): Promise<DownloadReport[]> {
+  const rows = (await readManifest(manifest)).filter((r) => r.status === 'succeeded' && r.url);
+  const reports: DownloadReport[] = [];
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < rows.length; i = next++) {
+      const row = rows[i]!;
+      let report: DownloadReport = { rowId: row.rowId, error: 'not attempted' };
+      for (let attempt = 1; attempt <= 3; attempt++) {
+        try {
+          const got = await downloadVerified(row.url!, dir, `${row.rowId}.mp4`, {
+            expectedSha256: row.sha256,
+          });
+          report = { rowId: row.rowId, ...got };
+          break;
+        } catch (err) {
+          report = { rowId: row.rowId, error: (err as Error).message };
+          if (!(err as { retryable?: boolean }).retryable) break;
+          await new Promise((r) => setTimeout(r, 1000 * attempt));
+        }
+      }
+      reports.push(report);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, concurrency) }, worker));
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, 'downloads.jsonl'), reports.map((r) => JSON.stringify(r)).join('\n') + '\n');
+  return reports;
 }

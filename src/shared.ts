@@ -71,6 +71,16 @@ export interface BatchOptions {
   promptsPerRun: number;
   /** Where the worker writes the manifest; default `out/<batchId>`. */
   outDir?: string;
+  /** Download each finished video into this folder (as the worker sees it), verified, as soon as it completes. */
+  downloadDir?: string;
+  /** Guard rails: the batch stops submitting and ends cleanly once any is crossed. */
+  maxFailures?: number;
+  /** Failed share of finished rows (0-1), checked once at least 10 rows finished. */
+  maxFailureRate?: number;
+  /** Most jobs to submit over the whole batch (a spend cap). */
+  maxSubmissions?: number;
+  /** Epoch ms after which no new job is submitted. */
+  deadlineAt?: number;
 }
 
 export const DEFAULT_BATCH_OPTIONS: BatchOptions = {
@@ -105,6 +115,7 @@ export interface BatchCarry {
   gateUntil: number;
   manifestPath: string;
   runs: number;
+  stoppedReason?: string | null;
 }
 
 export interface BatchCounts {
@@ -133,6 +144,11 @@ export interface PromptResult {
   polls: number;
   submittedAt?: string;
   finishedAt: string;
+  /** With --download: the verified file, or why it could not be fetched. */
+  file?: string;
+  sha256?: string;
+  bytes?: number;
+  downloadError?: string;
 }
 
 export interface SubmitResult {
@@ -156,6 +172,14 @@ export interface PromptInput {
   poll: PollSchedule;
   jobDeadlineMs: number;
   activityTimeoutMs: number;
+  downloadDir?: string;
+}
+
+/** A verified download of a finished video. */
+export interface DownloadedVideo {
+  file: string;
+  sha256: string;
+  bytes: number;
 }
 
 export interface BatchProgress {
@@ -178,6 +202,8 @@ export interface BatchProgress {
   done: boolean;
   /** Where finished rows are recorded ('' until the first is). */
   manifestPath: string;
+  /** Set once a guard rail stopped new submissions. */
+  stoppedReason: string | null;
 }
 
 export interface BatchResult {
@@ -186,6 +212,10 @@ export interface BatchResult {
   succeeded: number;
   failed: number;
   manifestPath: string;
+  /** Rows never submitted because a guard rail stopped the batch. */
+  notStarted: number;
+  /** Which guard rail stopped the batch, if one did. */
+  stoppedReason?: string;
 }
 
 /** Reasons a prompt can report to its batch. */

@@ -1,4 +1,5 @@
-import { writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -216,5 +217,86 @@ describe('batch workflow on the real dev server and simulator', () => {
     expect((await handle.executeUpdate(setConcurrencyUpdate, { args: [4] })).concurrency).toBe(4);
     await waitForProgress(handle, (p) => p.inFlight === 4);
     expect(await handle.result()).toMatchObject({ succeeded: 8 });
+  });
+
+  it('guard rails: --max-failures and --max-submissions end the batch cleanly with what was not submitted', async () => {
+    env = await testEnv({ jobSeconds: 0.3, faults: { moderationWords: ['forbidden'] } });
+    await env.startWorker();
+    const csv = join(env.dir, 'guard.csv');
+    const prompts = [
+      'a forbidden a',
+      'fine b',
+      'a forbidden c',
+      'fine d',
+      'a forbidden e',
+      'fine f',
+      'fine g',
+      'fine h',
+    ];
+    await writeFile(csv, stringify([['id', 'prompt'], ...prompts.map((p, i) => [`g${i}`, p])]));
+    const failures = await startBatch(env.session, csv, {
+      concurrency: 1,
+      poll: FAST_POLL,
+      maxFailures: 2,
+      outDir: join(env.dir, 'a'),
+    });
+    const stopped = await failures.handle.result();
+    expect(stopped).toMatchObject({ failed: 2, succeeded: 1, notStarted: 5 });
+    expect(stopped.stoppedReason).toContain('--max-failures 2');
+
+    const csv2 = join(env.dir, 'cap.csv');
+    await writeVbenchCsv(csv2, 10, 'all_dimension', 1000);
+    const created = env.sim.stats().jobsCreated;
+    const capped = await startBatch(env.session, csv2, {
+      concurrency: 3,
+      poll: FAST_POLL,
+      maxSubmissions: 4,
+      outDir: join(env.dir, 'b'),
+    });
+    expect(await capped.handle.result()).toMatchObject({
+      succeeded: 4,
+      notStarted: 6,
+      stoppedReason: expect.stringContaining('--max-submissions 4') as unknown,
+    });
+    expect(env.sim.stats().jobsCreated - created).toBe(4);
+  });
+
+  it('a batch deadline stops new submissions', async () => {
+    env = await testEnv({ jobSeconds: 0.8 });
+    await env.startWorker();
+    const csv = join(env.dir, 'deadline.csv');
+    await writeVbenchCsv(csv, 10, 'all_dimension', 1100);
+    const { handle } = await startBatch(env.session, csv, {
+      concurrency: 1,
+      poll: FAST_POLL,
+      deadlineAt: Date.now() + 1500,
+      outDir: join(env.dir, 'out'),
+    });
+    const result = await handle.result();
+    expect(result.stoppedReason).toBe('the batch deadline passed');
+    expect(result.notStarted).toBeGreaterThan(3);
+    expect(result.succeeded + result.failed + result.notStarted).toBe(10);
+  });
+
+  it('--download fetches each video as it completes and records its sha256 in the manifest', async () => {
+    env = await testEnv({ jobSeconds: 0.3 });
+    await env.startWorker();
+    const csv = join(env.dir, 'dl.csv');
+    await writeVbenchCsv(csv, 4, 'all_dimension', 1200);
+    const videos = join(env.dir, 'videos');
+    const { handle } = await startBatch(env.session, csv, {
+      poll: FAST_POLL,
+      downloadDir: videos,
+      outDir: join(env.dir, 'out'),
+    });
+    const result = await handle.result();
+    const manifest = await readManifest(result.manifestPath);
+    expect(manifest).toHaveLength(4);
+    for (const r of manifest) {
+      expect(r.file).toBe(join(videos, `${r.rowId}.mp4`));
+      const bytes = await readFile(r.file!);
+      expect(createHash('sha256').update(bytes).digest('hex')).toBe(r.sha256);
+      expect(bytes.subarray(4, 8).toString('latin1')).toBe('ftyp');
+    }
   });
 });

@@ -4,10 +4,13 @@ import { resolve } from 'node:path';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { ApplicationFailureCategory } from '@temporalio/common';
 import { loadCsv } from '../csv';
+import { downloadVerified } from '../download';
+import { DownloadError } from '../errors';
 import type { GatewayClient } from '../gateway/client';
 import { appendResults, manifestPath } from '../manifest';
 import {
   FailureType,
+  type DownloadedVideo,
   type PollOutcome,
   type PollSchedule,
   type PromptResult,
@@ -119,6 +122,30 @@ export function createActivities(deps: ActivityDeps) {
         // An unfinished job is the normal case of polling by retries: no warning logs, no failure metrics.
         category: ApplicationFailureCategory.BENIGN,
       });
+    },
+
+    async downloadVideo({
+      url,
+      dir,
+      name,
+    }: {
+      url: string;
+      dir: string;
+      name: string;
+    }): Promise<DownloadedVideo> {
+      try {
+        const { file, sha256, bytes } = await downloadVerified(url, resolve(dir), name);
+        return { file, sha256, bytes };
+      } catch (err) {
+        if (err instanceof DownloadError) {
+          throw ApplicationFailure.create({
+            type: 'DownloadFailed',
+            message: err.message,
+            nonRetryable: !err.retryable,
+          });
+        }
+        throw err;
+      }
     },
 
     async recordResults({

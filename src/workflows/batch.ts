@@ -62,6 +62,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     runs: 0,
   };
   let { nextRow, concurrency, pausedReason, gateUntil, manifestPath } = carry;
+  let stoppedReason = carry.stoppedReason ?? null;
   const counts = { ...carry.counts };
   let buffer: PromptRow[] = [];
   let readOffset = nextRow;
@@ -90,6 +91,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     startedAt: carry.startedAt,
     done: counts.succeeded + counts.failed >= totalRows,
     manifestPath,
+    stoppedReason,
   });
   const setState = (state: string) => upsertSearchAttributes([{ key: StateAttr, value: state }]);
 
@@ -142,24 +144,66 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     changed();
   });
 
+  /** Guard rails: once crossed, no new submissions; prompts in flight finish; the batch ends cleanly. */
+  const stop = (reason: string) => {
+    if (stoppedReason) return;
+    stoppedReason = reason;
+    setState('stopped');
+    changed();
+  };
+  const checkGuardRails = () => {
+    const finishedRows = counts.succeeded + counts.failed;
+    if (options.maxFailures !== undefined && counts.failed >= options.maxFailures) {
+      stop(`${counts.failed} rows failed (--max-failures ${options.maxFailures})`);
+    } else if (
+      options.maxFailureRate !== undefined &&
+      finishedRows >= 10 &&
+      counts.failed / finishedRows > options.maxFailureRate
+    ) {
+      stop(
+        `${counts.failed} of ${finishedRows} finished rows failed (--max-failure-rate ${options.maxFailureRate})`,
+      );
+    } else if (
+      options.maxSubmissions !== undefined &&
+      nextRow >= options.maxSubmissions &&
+      nextRow < totalRows
+    ) {
+      stop(`${nextRow} jobs submitted (--max-submissions ${options.maxSubmissions})`);
+    }
+  };
+  if (options.deadlineAt !== undefined && !stoppedReason) {
+    const left = options.deadlineAt - Date.now();
+    if (left <= 0) stop('the batch deadline passed');
+    else {
+      sleep(left, { summary: 'batch deadline: no new submissions after this' }).then(
+        () => stop('the batch deadline passed'),
+        () => undefined, // cancelled with the run
+      );
+    }
+  }
+
   const flush = () => {
     if (recording || pending.length === 0) return;
     const group = pending;
     pending = [];
     recording = true;
-    recordResults({ batchId, outDir: options.outDir, results: group }).then(
-      (r) => {
-        manifestPath = r.manifestPath;
-        recording = false;
-        flush();
-        changed();
-      },
-      () => {
-        pending = group.concat(pending);
-        recording = false;
-        changed();
-      },
-    );
+    recordResults
+      .executeWithOptions({ summary: `record ${group.length} finished rows` }, [
+        { batchId, outDir: options.outDir, results: group },
+      ])
+      .then(
+        (r) => {
+          manifestPath = r.manifestPath;
+          recording = false;
+          flush();
+          changed();
+        },
+        () => {
+          pending = group.concat(pending);
+          recording = false;
+          changed();
+        },
+      );
   };
 
   const finished = (result: PromptResult) => {
@@ -167,6 +211,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     blocked.delete(result.rowId);
     rateLimited.delete(result.rowId);
     counts[result.status] += 1;
+    checkGuardRails();
     pending.push(result);
     flush();
     changed();
@@ -176,6 +221,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     inFlight.add(row.id);
     nextRow += 1;
     startedThisRun += 1;
+    checkGuardRails();
     executeChild(promptWorkflow, {
       workflowId: promptWorkflowId(batchId, row.id),
       args: [
@@ -185,6 +231,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
           poll: options.poll,
           jobDeadlineMs: options.jobDeadlineMs,
           activityTimeoutMs: options.activityTimeoutMs,
+          ...(options.downloadDir ? { downloadDir: options.downloadDir } : {}),
         },
       ],
       typedSearchAttributes: [
@@ -212,22 +259,31 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   };
 
   const runFull = () => startedThisRun >= options.promptsPerRun || workflowInfo().continueAsNewSuggested;
-  const canStart = () => buffer.length > 0 && !runFull() && !pausedReason && inFlight.size < concurrency;
+  const canStart = () =>
+    buffer.length > 0 && !runFull() && !pausedReason && !stoppedReason && inFlight.size < concurrency;
+  const allStarted = () => nextRow >= totalRows || stoppedReason !== null;
 
   try {
     for (;;) {
       setCurrentDetails(progressMarkdown(progress()));
       if (canStart() && gateUntil > Date.now()) {
-        await sleep(gateUntil - Date.now());
+        await sleep(gateUntil - Date.now(), {
+          summary: 'rate limited: holding new submissions for Retry-After',
+        });
         continue;
       }
-      if (buffer.length === 0 && readOffset < totalRows && !runFull()) {
-        buffer = await readRows({
-          csvPath: input.csvPath,
-          csvSha256: input.csvSha256,
-          offset: readOffset,
-          limit: options.pageSize,
-        });
+      if (buffer.length === 0 && readOffset < totalRows && !runFull() && !stoppedReason) {
+        buffer = await readRows.executeWithOptions(
+          { summary: `read rows ${readOffset + 1}-${Math.min(totalRows, readOffset + options.pageSize)}` },
+          [
+            {
+              csvPath: input.csvPath,
+              csvSha256: input.csvSha256,
+              offset: readOffset,
+              limit: options.pageSize,
+            },
+          ],
+        );
         if (buffer.length === 0)
           throw ApplicationFailure.nonRetryable(
             `${input.csvPath} has fewer rows than the ${totalRows} validated`,
@@ -239,7 +295,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
         start(buffer.shift()!);
         continue;
       }
-      if (inFlight.size === 0 && (runFull() || nextRow >= totalRows)) break;
+      if (inFlight.size === 0 && (runFull() || allStarted())) break;
       const seen = tick;
       await condition(() => tick !== seen);
     }
@@ -252,13 +308,15 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
       await condition(() => inFlight.size === 0, '1 minute');
       await condition(() => !recording);
       if (pending.length)
-        await recordResults({ batchId, outDir: options.outDir, results: pending.splice(0) });
+        await recordResults.executeWithOptions({ summary: 'record rows finished before the cancellation' }, [
+          { batchId, outDir: options.outDir, results: pending.splice(0) },
+        ]);
     });
     throw err;
   }
   await condition(() => !recording && pending.length === 0);
 
-  if (nextRow < totalRows) {
+  if (!allStarted()) {
     return continueAsNew<typeof batchWorkflow>({
       ...input,
       carry: {
@@ -270,10 +328,19 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
         gateUntil,
         manifestPath,
         runs: carry.runs + 1,
+        stoppedReason,
       },
     });
   }
-  setState('completed');
+  setState(stoppedReason ? 'stopped' : 'completed');
   setCurrentDetails(progressMarkdown(progress()));
-  return { batchId, total: totalRows, succeeded: counts.succeeded, failed: counts.failed, manifestPath };
+  return {
+    batchId,
+    total: totalRows,
+    succeeded: counts.succeeded,
+    failed: counts.failed,
+    manifestPath,
+    notStarted: totalRows - nextRow,
+    ...(stoppedReason ? { stoppedReason } : {}),
+  };
 }

@@ -87,7 +87,7 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
   let rateLimits = 0;
   while (!submitted) {
     try {
-      submitted = await submitJob({ batchId, row });
+      submitted = await submitJob.executeWithOptions({ summary: `submit row ${row.id}` }, [{ batchId, row }]);
     } catch (err) {
       if (isCancellation(err)) {
         return finish({
@@ -104,7 +104,9 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
         if (batch)
           await batch.signal(promptRateLimitedSignal, { rowId: row.id, untilMs: Date.now() + retryAfterMs });
         rateLimits += 1;
-        await sleep(retryAfterMs);
+        await sleep(retryAfterMs, {
+          summary: `429: waiting ${Math.ceil(retryAfterMs / 1000)} s as Retry-After asked`,
+        });
       } else if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
         await waitForUnblock(failure);
       } else {
@@ -154,7 +156,9 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
     });
     let outcome: PollOutcome;
     try {
-      outcome = await pollJob({ jobId: submitted.jobId, submittedAt: submitted.submittedAt, poll });
+      outcome = await pollJob.executeWithOptions({ summary: `poll job ${submitted.jobId}` }, [
+        { jobId: submitted.jobId, submittedAt: submitted.submittedAt, poll },
+      ]);
     } catch (err) {
       if (isCancellation(err)) {
         return finish({
@@ -179,6 +183,25 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
         errorMessage: failure?.message ?? String(err),
       });
     }
+    if (outcome.status === 'succeeded' && outcome.url && input.downloadDir) {
+      return finish({ ...common, ...outcome, ...(await download(input, outcome.url)) });
+    }
     return finish({ ...common, ...outcome });
+  }
+}
+
+/** Fetches the finished video right away (result URLs expire at many providers); a failure is recorded, not fatal. */
+async function download(input: PromptInput, url: string): Promise<Partial<PromptResult>> {
+  const { downloadVideo } = proxyActivities<Activities>({
+    startToCloseTimeout: '10m',
+    retry: { initialInterval: '2s', backoffCoefficient: 2, maximumAttempts: 6 },
+  });
+  try {
+    return await downloadVideo.executeWithOptions({ summary: `download ${input.row.id}.mp4` }, [
+      { url, dir: input.downloadDir!, name: `${input.row.id}.mp4` },
+    ]);
+  } catch (err) {
+    const failure = applicationFailure(err);
+    return { downloadError: failure?.message ?? String(err) };
   }
 }

@@ -1,0 +1,102 @@
+// Verified downloads of finished videos: HTTP status, content type, size, MP4 signature, sha256. Partial
+// files resume with a Range request, and a verified file is never overwritten.
+import { createHash } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, open, rename, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { request } from 'undici';
+import { DownloadError } from './errors';
+import type { DownloadedVideo } from './shared';
+
+async function size(path: string): Promise<number | undefined> {
+  return stat(path).then(
+    (s) => s.size,
+    () => undefined,
+  );
+}
+
+async function sha256Of(path: string): Promise<string> {
+  const hash = createHash('sha256');
+  await pipeline(createReadStream(path), hash);
+  return hash.digest('hex');
+}
+
+/** Checks a file on disk: non-empty and starting with an MP4 `ftyp` box. */
+async function verifyFile(path: string, url: string): Promise<DownloadedVideo> {
+  const bytes = (await size(path)) ?? 0;
+  if (bytes < 12)
+    throw new DownloadError(`${url}: downloaded file is empty or truncated (${bytes} bytes)`, false);
+  const handle = await open(path, 'r');
+  const head = Buffer.alloc(8);
+  await handle.read(head, 0, 8, 0);
+  await handle.close();
+  if (head.subarray(4, 8).toString('latin1') !== 'ftyp') {
+    throw new DownloadError(`${url}: not an MP4 file (no ftyp box at the start)`, false);
+  }
+  return { file: path, sha256: await sha256Of(path), bytes };
+}
+
+export interface DownloadOptions {
+  /** When the manifest already knows the file's hash: an existing file must match it. */
+  expectedSha256?: string;
+  timeoutMs?: number;
+}
+
+export async function downloadVerified(
+  url: string,
+  dir: string,
+  name: string,
+  options: DownloadOptions = {},
+): Promise<DownloadedVideo & { reused: boolean }> {
+  await mkdir(dir, { recursive: true });
+  const target = join(dir, name);
+  if ((await size(target)) !== undefined) {
+    const existing = await verifyFile(target, url);
+    if (options.expectedSha256 && existing.sha256 !== options.expectedSha256) {
+      throw new DownloadError(
+        `${target} exists with another sha256 than recorded; not overwriting it`,
+        false,
+      );
+    }
+    return { ...existing, reused: true };
+  }
+  const part = `${target}.part`;
+  const have = (await size(part)) ?? 0;
+  const response = await request(url, {
+    headers: have > 0 ? { range: `bytes=${have}-` } : {},
+    signal: AbortSignal.timeout(options.timeoutMs ?? 5 * 60_000),
+  }).catch((err: Error) => {
+    throw new DownloadError(
+      `${url}: ${err.name === 'TimeoutError' ? 'timed out' : `connection failed (${err.message})`}`,
+      true,
+    );
+  });
+  const { statusCode, headers } = response;
+  if (statusCode !== 200 && statusCode !== 206) {
+    await response.body.dump();
+    // 404/410/403: the link is gone or expired; retrying the same URL cannot help.
+    throw new DownloadError(
+      `${url}: HTTP ${statusCode}${statusCode === 410 ? ' (link expired)' : ''}`,
+      statusCode >= 500 || statusCode === 429,
+    );
+  }
+  const type = String(headers['content-type'] ?? '');
+  if (type && !/^(video\/|application\/octet-stream|binary\/octet-stream)/.test(type)) {
+    await response.body.dump();
+    throw new DownloadError(`${url}: unexpected content type ${type}`, false);
+  }
+  const resuming = statusCode === 206 && have > 0;
+  await pipeline(response.body, createWriteStream(part, { flags: resuming ? 'a' : 'w' }));
+  const expected = Number(headers['content-length'] ?? NaN);
+  const got = (await size(part)) ?? 0;
+  if (Number.isFinite(expected) && got !== (resuming ? have : 0) + expected) {
+    throw new DownloadError(`${url}: got ${got} bytes, expected ${(resuming ? have : 0) + expected}`, true);
+  }
+  const verified = await verifyFile(part, url);
+  if (options.expectedSha256 && verified.sha256 !== options.expectedSha256) {
+    throw new DownloadError(`${url}: sha256 ${verified.sha256} differs from the recorded one`, false);
+  }
+  await rename(part, target);
+  return { ...verified, file: target, reused: false };
+}
