@@ -4,7 +4,7 @@ import { startDevServer, DEFAULT_DB_FILE } from './temporal/dev-server';
 import { startSimulator } from './simulator/server';
 import { registerBatchCommands } from './commands';
 import { registerOperatorCommands } from './operate-commands';
-import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { installRuntime, runtimeSettingsFromEnv } from './runtime';
 
 const program = new Command('vidbatch')
   .description('Bulk video generation from CSV files, run durably on Temporal.')
@@ -129,9 +129,11 @@ program
 registerBatchCommands(program);
 registerOperatorCommands(program);
 
-// The SDK logs every worker state change at INFO; operators want warnings only (VIDBATCH_LOG_LEVEL to change).
-Runtime.install({
-  logger: new DefaultLogger((process.env.VIDBATCH_LOG_LEVEL as 'WARN' | undefined) ?? 'WARN'),
+// Before any command runs: logs (WARN by default: the SDK logs every worker state change at INFO) and metrics.
+program.hook('preAction', (_program, command) => {
+  const settings = runtimeSettingsFromEnv();
+  const { metrics } = command.opts<{ metrics?: string }>();
+  installRuntime({ ...settings, ...(metrics ? { metricsAddress: metrics } : {}) });
 });
 
 program.parseAsync(process.argv).catch((err: unknown) => {

@@ -209,6 +209,11 @@ export function registerBatchCommands(program: Command): void {
         .env('VIDBATCH_OUT_ROOT')
         .default('out'),
     )
+    .addOption(
+      new Option('--metrics <host:port>', 'serve Prometheus metrics at http://<host:port>/metrics').env(
+        'VIDBATCH_METRICS_ADDRESS',
+      ),
+    )
     .action(async (o: { out: string }) => {
       await runWorker(process.env, o.out).catch(fail);
     });

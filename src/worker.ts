@@ -6,6 +6,7 @@ import { createActivities } from './activities';
 import { loadGatewaySettings, loadTemporalSettings, type GatewaySettings } from './config';
 import { ConfigError } from './errors';
 import { GatewayClient } from './gateway/client';
+import { announce } from './runtime';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
 
@@ -53,8 +54,13 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env, outRoot?: 
       gateway,
       outRoot,
     });
-    console.error(
+    announce(
       `vidbatch worker polling task queue "${temporal.taskQueue}" on ${temporal.address} (${temporal.namespace})`,
+      {
+        taskQueue: temporal.taskQueue,
+        address: temporal.address,
+        namespace: temporal.namespace,
+      },
     );
     await worker.run();
   } finally {

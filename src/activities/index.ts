@@ -46,6 +46,17 @@ export function idempotencyKey(batchId: string, rowId: string): string {
   return `vidbatch:${batchId}:${rowId}`;
 }
 
+/** vidbatch's own counters, next to the Temporal runtime's metrics (exported with `--metrics`). */
+function count(name: string, tags: Record<string, string> = {}): void {
+  Context.current().metricMeter.createCounter(name).add(1, tags);
+}
+
+function countGatewayError(err: unknown, operation: string): void {
+  const kind = err instanceof Error ? err.name : 'Error';
+  count('vidbatch_gateway_errors', { operation, class: kind });
+  if (kind === 'RateLimitError') count('vidbatch_rate_limited', { operation });
+}
+
 export function createActivities(deps: ActivityDeps) {
   const now = deps.now ?? Date.now;
   const random = deps.random ?? Math.random;
@@ -75,8 +86,10 @@ export function createActivities(deps: ActivityDeps) {
           { model: row.model, input: row.input, parameters: row.parameters },
           idempotencyKey(batchId, row.id),
         );
+        count('vidbatch_jobs_submitted');
         return { jobId: job.id, submittedAt: now(), attempts: attempt };
       } catch (err) {
+        countGatewayError(err, 'submit');
         throw toFailure(err, { rateLimitToWorkflow: true });
       }
     },
@@ -98,10 +111,15 @@ export function createActivities(deps: ActivityDeps) {
       try {
         job = await deps.gateway.getJob(jobId);
       } catch (err) {
+        countGatewayError(err, 'status');
         throw toFailure(err, { rateLimitToWorkflow: false, retryDelayMs });
       }
-      if (job.status === 'completed') return { status: 'succeeded', url: job.url, polls: attempt };
+      if (job.status === 'completed') {
+        count('vidbatch_jobs_finished', { status: 'succeeded', code: '' });
+        return { status: 'succeeded', url: job.url, polls: attempt };
+      }
       if (job.status === 'failed') {
+        count('vidbatch_jobs_finished', { status: 'failed', code: job.error?.code ?? 'job_failed' });
         return {
           status: 'failed',
           errorCode: job.error?.code ?? 'job_failed',

@@ -1,0 +1,52 @@
+// The Temporal Runtime of a vidbatch process: log level and format, Prometheus metrics. Installed once, by
+// the CLI, before any connection or worker exists.
+import { DefaultLogger, Runtime, type LogEntry, type LogLevel } from '@temporalio/worker';
+
+export interface RuntimeSettings {
+  /** VIDBATCH_LOG_LEVEL: TRACE, DEBUG, INFO, WARN (default) or ERROR. */
+  logLevel?: LogLevel;
+  /** VIDBATCH_LOG_FORMAT=json: one JSON object per line on stderr, for log shippers. */
+  json?: boolean;
+  /** VIDBATCH_METRICS_ADDRESS / --metrics: serve Prometheus metrics at http://<address>/metrics. */
+  metricsAddress?: string;
+}
+
+function jsonLine(entry: LogEntry): void {
+  const { message, level, timestampNanos, meta } = entry;
+  const time = new Date(Number(timestampNanos / 1_000_000n)).toISOString();
+  // Errors do not serialise by themselves; keep their message only (stacks stay in text logs).
+  const fields = Object.fromEntries(
+    Object.entries(meta ?? {}).map(([k, v]) => [k, v instanceof Error ? v.message : v]),
+  );
+  process.stderr.write(`${JSON.stringify({ time, level, message, ...fields })}\n`);
+}
+
+export function runtimeSettingsFromEnv(env: NodeJS.ProcessEnv = process.env): RuntimeSettings {
+  return {
+    logLevel: (env.VIDBATCH_LOG_LEVEL?.toUpperCase() as LogLevel | undefined) ?? 'WARN',
+    json: env.VIDBATCH_LOG_FORMAT === 'json',
+    metricsAddress: env.VIDBATCH_METRICS_ADDRESS || undefined,
+  };
+}
+
+let installed: RuntimeSettings = {};
+
+/** A line for the operator at start-up: plain text on stderr, or a JSON log entry in JSON mode. */
+export function announce(message: string, meta: Record<string, unknown> = {}): void {
+  if (installed.json) Runtime.instance().logger.info(message, meta);
+  else console.error(message);
+}
+
+export function installRuntime(settings: RuntimeSettings): void {
+  installed = settings;
+  Runtime.install({
+    logger: new DefaultLogger(settings.logLevel ?? 'WARN', settings.json ? jsonLine : undefined),
+    ...(settings.metricsAddress
+      ? {
+          telemetryOptions: {
+            metrics: { prometheus: { bindAddress: settings.metricsAddress, countersTotalSuffix: true } },
+          },
+        }
+      : {}),
+  });
+}
