@@ -20,13 +20,20 @@ afterEach(async () => {
 
 /** The value of a Prometheus sample whose line starts with `prefix` and contains every label in `labels`. */
 function sample(metrics: string, name: string, labels: string[] = []): number {
-  const line = metrics.split('\n').find((l) => l.startsWith(name) && labels.every((label) => l.includes(label)));
+  const line = metrics
+    .split('\n')
+    .find((l) => l.startsWith(name) && labels.every((label) => l.includes(label)));
   return line ? Number(line.split(' ').pop()) : NaN;
 }
 
 describe('worker observability', () => {
   it('exports Prometheus metrics with vidbatch counters, and JSON logs without the API key', async () => {
-    env = await testEnv({ jobSeconds: 0.3, rateLimit: 3, burst: 3, faults: { moderationWords: ['forbidden'] } });
+    env = await testEnv({
+      jobSeconds: 0.3,
+      rateLimit: 3,
+      burst: 3,
+      faults: { moderationWords: ['forbidden'] },
+    });
     const port = await freePort();
     let stderr = '';
     worker = spawn(process.execPath, [CLI, 'worker', '--metrics', `127.0.0.1:${port}`], {
@@ -44,14 +51,29 @@ describe('worker observability', () => {
     });
     worker.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
     const csv = join(env.dir, 'obs.csv');
-    const prompts = ['a forbidden scene', 'a pond', 'a kite', 'a barn', 'a creek', 'a dune', 'a pier', 'a fern'];
+    const prompts = [
+      'a forbidden scene',
+      'a pond',
+      'a kite',
+      'a barn',
+      'a creek',
+      'a dune',
+      'a pier',
+      'a fern',
+    ];
     await writeFile(csv, stringify([['id', 'prompt'], ...prompts.map((p, i) => [`o${i}`, p])]));
-    const { handle } = await startBatch(env.session, csv, { concurrency: 8, poll: FAST_POLL, outDir: join(env.dir, 'out') });
+    const { handle } = await startBatch(env.session, csv, {
+      concurrency: 8,
+      poll: FAST_POLL,
+      outDir: join(env.dir, 'out'),
+    });
     expect(await handle.result()).toMatchObject({ succeeded: 7, failed: 1 });
 
     const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
     expect(sample(metrics, 'vidbatch_jobs_submitted_total')).toBe(8);
-    expect(sample(metrics, 'vidbatch_jobs_finished_total', ['status="failed"', 'code="content_moderation"'])).toBe(1);
+    expect(
+      sample(metrics, 'vidbatch_jobs_finished_total', ['status="failed"', 'code="content_moderation"']),
+    ).toBe(1);
     expect(sample(metrics, 'vidbatch_jobs_finished_total', ['status="succeeded"'])).toBe(7);
     const limited = env.sim.stats().rateLimited;
     expect(limited).toBeGreaterThan(0);
