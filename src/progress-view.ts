@@ -14,7 +14,9 @@ export function progressLine(p: BatchProgress, now = Date.now()): string {
     `${r.perMinute.toFixed(1)}/min`,
     `ETA ${r.etaMs === null ? '?' : formatDuration(r.etaMs)}`,
   ];
-  if (p.rateLimitedUntil) parts.push(`rate limited ${formatDuration(p.rateLimitedUntil - now)}`);
+  // The workflow's clock in a query is its last task's time: compare with ours.
+  if (p.rateLimitedUntil && p.rateLimitedUntil > now)
+    parts.push(`rate limited ${formatDuration(p.rateLimitedUntil - now)}`);
   if (p.pausedReason) parts.push(`PAUSED: ${p.pausedReason}`);
   return parts.join(' · ');
 }

@@ -31,7 +31,7 @@ export function progressMarkdown(p: BatchProgress, now: number = Date.now()): st
     `In flight: ${p.inFlight} (window ${p.concurrency}) · pending: ${p.total - p.started}`,
     `Rate: ${r.perMinute.toFixed(1)}/min · ETA: ${r.etaMs === null ? 'unknown' : formatDuration(r.etaMs)}`,
   ];
-  if (p.rateLimitedUntil)
+  if (p.rateLimitedUntil && p.rateLimitedUntil > now)
     lines.push(`Rate limited: new submissions held for ${formatDuration(p.rateLimitedUntil - now)}`);
   if (p.pausedReason) lines.push(`**Paused:** ${p.pausedReason} (${p.blocked} prompts waiting)`);
   return lines.join('\n\n');
