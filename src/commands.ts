@@ -191,6 +191,12 @@ export function registerBatchCommands(program: Command): void {
           if (result.stoppedReason)
             console.log(`Stopped early: ${result.stoppedReason}; ${result.notStarted} rows not submitted.`);
         }
+        if (session.simulator) {
+          const stats = session.simulator.stats();
+          console.error(
+            `Simulator: ${stats.jobsCreated} jobs created, ${stats.rateLimited} 429s sent, ${stats.idempotentReplays} idempotent replays`,
+          );
+        }
         process.exitCode = result.failed > 0 || result.notStarted > 0 ? EXIT.rowsFailed : EXIT.ok;
       } finally {
         view.stop();

@@ -11,6 +11,7 @@ import {
   exportResults,
   failedRowsCsv,
   findManifest,
+  historyStats,
   listBatches,
   resolveBatchId,
   type BatchStatus,
@@ -52,12 +53,26 @@ export function registerOperatorCommands(program: Command): void {
     .command('status')
     .description('Where a batch stands: counts, throughput, ETA, rate limiting, pause reason.')
     .argument(...batchArg)
+    .option('--history', 'also count history events of the batch and its prompts (one fetch per workflow)')
     .option('--json', 'print as JSON')
-    .action(async (ref: string, o: { json?: boolean }) => {
+    .action(async (ref: string, o: { json?: boolean; history?: boolean }) => {
       const batchId = await resolveBatchId(ref);
-      const status = await withSession((s) => batchStatus(s.client, batchId));
-      if (o.json) console.log(JSON.stringify(status, null, 2));
-      else printStatus(status);
+      const [status, history] = await withSession(
+        async (s) =>
+          [
+            await batchStatus(s.client, batchId),
+            o.history ? await historyStats(s.client, batchId) : undefined,
+          ] as const,
+      );
+      if (o.json) console.log(JSON.stringify(history ? { ...status, history } : status, null, 2));
+      else {
+        printStatus(status);
+        if (history) {
+          console.log(
+            `history: ${history.eventsPerPrompt.toFixed(1)} events per prompt (batch ${history.batchEvents} in ${history.batchRuns} runs, prompts ${history.promptEvents}); largest run ${history.largestRunEvents} events`,
+          );
+        }
+      }
       process.exitCode =
         status.workflowStatus === 'COMPLETED' || status.workflowStatus === 'RUNNING' ? EXIT.ok : EXIT.error;
     });

@@ -260,3 +260,40 @@ export async function downloadBatch(
   await writeFile(join(dir, 'downloads.jsonl'), reports.map((r) => JSON.stringify(r)).join('\n') + '\n');
   return reports;
 }
+
+export interface HistoryStats {
+  batchRuns: number;
+  batchEvents: number;
+  /** The largest single run's history (the batch's or a prompt's), in events. */
+  largestRunEvents: number;
+  prompts: number;
+  promptEvents: number;
+  /** (batch events + prompt events) / prompts: what one row costs in history. */
+  eventsPerPrompt: number;
+}
+
+/** Counts history events of every run of the batch and of its prompt workflows (one fetch each: slow for huge batches). */
+export async function historyStats(client: Client, batchId: string): Promise<HistoryStats> {
+  const stats: HistoryStats = {
+    batchRuns: 0,
+    batchEvents: 0,
+    largestRunEvents: 0,
+    prompts: 0,
+    promptEvents: 0,
+    eventsPerPrompt: 0,
+  };
+  for await (const wf of client.workflow.list({ query: `BatchId = '${batchId}'` })) {
+    const events =
+      (await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory()).events?.length ?? 0;
+    stats.largestRunEvents = Math.max(stats.largestRunEvents, events);
+    if (wf.type === 'batchWorkflow') {
+      stats.batchRuns += 1;
+      stats.batchEvents += events;
+    } else {
+      stats.prompts += 1;
+      stats.promptEvents += events;
+    }
+  }
+  stats.eventsPerPrompt = stats.prompts ? (stats.batchEvents + stats.promptEvents) / stats.prompts : 0;
+  return stats;
+}

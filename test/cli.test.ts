@@ -107,3 +107,58 @@ describe('vidbatch run --simulate (embedded dev server, in-process worker)', () 
     expect(simulator.jobs).toHaveLength(50); // 3 runs of the command, 50 jobs paid for
   });
 });
+
+/** Starts a long-running vidbatch command, resolves with the first stdout match, and stops it with SIGINT. */
+async function foreground(
+  args: string[],
+  cwd: string,
+  pattern: RegExp,
+): Promise<{ match: RegExpExecArray; stop: () => Promise<number | null> }> {
+  const child = spawn(process.execPath, [CLI, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  const match = await new Promise<RegExpExecArray>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      const m = pattern.exec(stdout);
+      if (m) resolve(m);
+    });
+    child.on('exit', (code) => reject(new Error(`exited ${code} before printing ${pattern}: ${stdout}`)));
+  });
+  const stop = () =>
+    new Promise<number | null>((resolve) => {
+      child.removeAllListeners('exit');
+      child.on('exit', (code) => resolve(code));
+      child.kill('SIGINT');
+    });
+  return { match, stop };
+}
+
+describe('vidbatch server and simulator', () => {
+  it('server prints the gRPC address and a UI URL that serves the Temporal Web UI, and stops on Ctrl-C', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-cli-'));
+    const { match, stop } = await foreground(
+      ['server', '--db-file', 'srv.db'],
+      dir,
+      /Temporal Web UI: +(http:\S+)/,
+    );
+    const page = await fetch(match[1]!);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toMatch(/<html/i);
+    expect(await stop()).toBe(0);
+    expect(existsSync(join(dir, 'srv.db'))).toBe(true);
+  });
+
+  it('simulator prints its base URL and key, and serves the gateway API', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-cli-'));
+    const { match, stop } = await foreground(
+      ['simulator', '--port', '0', '--api-key', 'sk-cli-test'],
+      dir,
+      /GATEWAY_BASE_URL=(\S+\/v1)\n.*GATEWAY_API_KEY=(\S+)/,
+    );
+    expect(match[2]).toBe('sk-cli-test');
+    const models = await fetch(`${match[1]}/models`, { headers: { authorization: 'Bearer sk-cli-test' } });
+    expect(models.status).toBe(200);
+    expect((await fetch(`${match[1]}/models`)).status).toBe(401);
+    expect(await stop()).toBe(0);
+  });
+});

@@ -101,6 +101,12 @@ describe('operator commands', () => {
     expect(watched.stdout).toContain(`${batchId}: 7 succeeded, 1 failed of 8`);
     expect(watched.code).toBe(3);
 
+    const history = JSON.parse((await cli(env, ['status', batchId, '--history', '--json'])).stdout) as {
+      history: { prompts: number; eventsPerPrompt: number; batchRuns: number };
+    };
+    expect(history.history).toMatchObject({ prompts: 8, batchRuns: 1 });
+    expect(history.history.eventsPerPrompt).toBeGreaterThan(10);
+
     const list = JSON.parse((await cli(env, ['list', '--json'])).stdout) as {
       batchId: string;
       workflowStatus: string;
