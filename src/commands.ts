@@ -159,7 +159,7 @@ export function registerBatchCommands(program: Command): void {
         console.log(JSON.stringify({ batchId: batchIdFor(parsed), ...plan(parsed.rows) }, null, 2));
         return;
       }
-      const session = await openSession({ simulate, worker: !!o.simulate }).catch(fail);
+      const session = await openSession({ simulate, worker: o.simulate ? true : undefined }).catch(fail);
       const abort = new AbortController();
       const onSigint = () => abort.abort();
       process.once('SIGINT', onSigint);

@@ -44,7 +44,7 @@ export interface SessionOptions {
   env?: NodeJS.ProcessEnv;
   /** Start the gateway simulator and point the in-process worker at it. */
   simulate?: SimulatorOptions | boolean;
-  /** Run a worker in this process (always on with the embedded server or --simulate). */
+  /** Run a worker in this process; default: with --simulate or an embedded server. false: never (operator commands). */
   worker?: boolean;
   outRoot?: string;
   workflowBundle?: WorkflowBundle;
@@ -82,10 +82,11 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
   const env = options.env ?? process.env;
   const log = options.log ?? ((m: string) => console.error(m));
   const temporal = loadTemporalSettings(env);
-  const needWorker = options.worker === true || !!options.simulate;
+  // A worker runs here when asked, with --simulate, or by default with an embedded server (no one else can).
+  const wantWorker = (embedded: boolean) => options.worker ?? (embedded || !!options.simulate);
   // Fail fast on gateway settings before starting anything.
   let gateway: GatewaySettings | undefined =
-    needWorker && !options.simulate ? loadGatewaySettings(env) : undefined;
+    wantWorker(!temporal.address) && !options.simulate ? loadGatewaySettings(env) : undefined;
 
   const cleanups: (() => Promise<void>)[] = [];
   const close = async () => {
@@ -139,7 +140,7 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
     const client = new Client({ connection, namespace: temporal.namespace });
 
     let worker: Worker | undefined;
-    if (needWorker || embedded) {
+    if (wantWorker(embedded)) {
       gateway ??= loadGatewaySettings(env);
       const workerConnection = await NativeConnection.connect(connectionOptions);
       worker = await createWorker({

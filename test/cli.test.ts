@@ -105,6 +105,12 @@ describe('vidbatch run --simulate (embedded dev server, in-process worker)', () 
       jobs: unknown[];
     };
     expect(simulator.jobs).toHaveLength(50); // 3 runs of the command, 50 jobs paid for
+
+    // Operator commands on the embedded server need no gateway settings and start no worker.
+    const status = await vidbatch(['status', 'prompts.csv'], dir);
+    expect(status.code).toBe(0);
+    expect(status.stdout).toContain(`${batchId}: COMPLETED`);
+    expect(status.stdout).toContain('50 succeeded, 0 failed of 50');
   });
 });
 
