@@ -20,7 +20,13 @@ export interface NaiveResult {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function runNaivePeer({ baseUrl, apiKey, prompts, concurrency = 20, pollMs = 5000 }: NaiveOptions): Promise<NaiveResult> {
+export async function runNaivePeer({
+  baseUrl,
+  apiKey,
+  prompts,
+  concurrency = 20,
+  pollMs = 5000,
+}: NaiveOptions): Promise<NaiveResult> {
   const started = Date.now();
   const result: NaiveResult = { makespanMs: 0, succeeded: 0, failed: 0, rateLimited: 0, requests: 0 };
   const call = async (path: string, init: RequestInit = {}): Promise<Record<string, unknown>> => {
@@ -44,7 +50,11 @@ export async function runNaivePeer({ baseUrl, apiKey, prompts, concurrency = 20,
     for (let i = next++; i < prompts.length; i = next++) {
       const job = await call('/videos/generations', {
         method: 'POST',
-        body: JSON.stringify({ model: 'modelfamily-1.0-r2v', input: { prompt: prompts[i] }, parameters: { resolution: '720P', duration: 5 } }),
+        body: JSON.stringify({
+          model: 'modelfamily-1.0-r2v',
+          input: { prompt: prompts[i] },
+          parameters: { resolution: '720P', duration: 5 },
+        }),
       });
       for (;;) {
         await sleep(pollMs);

@@ -1,0 +1,186 @@
+// `npm run bench`: vidbatch and a naive peer side by side, each against its own simulator with the same
+// settings (rate limit, job latency, seed). Prints a table and, with --json, JSON.
+// `npm run bench -- --scale`: 10,000 fast prompts without a rate limit (history size, RSS, throughput).
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
+import { Command, Option } from 'commander';
+import { historyStats } from '../src/operations';
+import { startSimulator, type SimulatorOptions } from '../src/simulator/server';
+import { startBatch, type Session, type StartBatchOptions } from '../src/starter';
+import { startDevServer } from '../src/temporal/dev-server';
+import { vbenchPrompts, writeVbenchCsv } from '../src/vbench';
+import { runNaivePeer } from './naive-peer';
+
+const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));
+
+const options = new Command('bench')
+  .addOption(new Option('--prompts <n>', 'prompts').argParser(Number).default(300))
+  .addOption(
+    new Option('--rate-limit <rps>', 'gateway requests/second per key (0 = none)')
+      .argParser(Number)
+      .default(5),
+  )
+  .addOption(new Option('--job-seconds <s>', 'mean job latency').argParser(Number).default(60))
+  .addOption(new Option('--job-jitter <s>', '± job latency').argParser(Number).default(20))
+  .option('--scale', '10,000 prompts, 1 s jobs, no rate limit, window 200; no naive peer')
+  .option('--no-peer', 'skip the naive peer')
+  .option('--json', 'print JSON too')
+  .parse(process.argv)
+  .opts<{
+    prompts: number;
+    rateLimit: number;
+    jobSeconds: number;
+    jobJitter: number;
+    scale?: boolean;
+    peer: boolean;
+    json?: boolean;
+  }>();
+
+if (options.scale)
+  Object.assign(options, {
+    prompts: options.prompts === 300 ? 10_000 : options.prompts,
+    rateLimit: 0,
+    jobSeconds: 1,
+    jobJitter: 0.5,
+    peer: false,
+  });
+
+/** The worker runs as its own process, so that its peak RSS is its own. */
+function startWorker(
+  env: Record<string, string>,
+): Promise<{ pid: number; peakRssMb: () => number; stop: () => void }> {
+  const child = spawn(process.execPath, [CLI, 'worker'], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  return new Promise((resolve, reject) => {
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => {
+      err += d.toString();
+      if (err.includes('polling task queue')) {
+        resolve({
+          pid: child.pid!,
+          peakRssMb: () =>
+            Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? 0) / 1024,
+          stop: () => child.kill('SIGTERM'),
+        });
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`worker exited ${code}: ${err}`)));
+  });
+}
+
+const dir = await mkdtemp(join(tmpdir(), 'vidbatch-bench-'));
+const simSettings: SimulatorOptions = {
+  rateLimit: options.rateLimit,
+  burst: options.rateLimit,
+  jobSeconds: options.jobSeconds,
+  jobJitterSeconds: options.jobJitter,
+  seed: 7,
+};
+const server = await startDevServer({ dbFile: ':memory:', headless: true, log: () => {} });
+const simVidbatch = await startSimulator(simSettings);
+const simPeer = await startSimulator(simSettings);
+const csv = join(dir, 'bench.csv');
+await writeVbenchCsv(csv, options.prompts);
+const worker = await startWorker({
+  TEMPORAL_ADDRESS: server.address,
+  VIDBATCH_TASK_QUEUE: 'bench',
+  GATEWAY_BASE_URL: simVidbatch.baseUrl,
+  GATEWAY_API_KEY: simVidbatch.apiKey,
+  VIDBATCH_OUT_ROOT: join(dir, 'out'),
+});
+const client = new Client({ connection: await Connection.connect({ address: server.address }) });
+const session: Session = { client, taskQueue: 'bench', namespace: 'default', close: async () => {} };
+
+const batchOptions: StartBatchOptions = options.scale
+  ? { concurrency: 200, poll: { firstPollMs: 1000, intervalMs: 500, backoff: 1, capMs: 1000, jitter: 0.1 } }
+  : {}; // vidbatch's defaults, not told the gateway's rate limit
+const prompts = (await vbenchPrompts()).slice(0, Math.min(options.prompts, 946));
+const peer = options.peer
+  ? runNaivePeer({
+      baseUrl: simPeer.baseUrl,
+      apiKey: simPeer.apiKey,
+      prompts: Array.from({ length: options.prompts }, (_, i) => prompts[i % prompts.length]!),
+    })
+  : undefined;
+const started = Date.now();
+const { handle, batchId } = await startBatch(session, csv, batchOptions);
+const result = await handle.result();
+const makespanMs = Date.now() - started;
+const peakRssMb = worker.peakRssMb();
+const naive = await peer;
+const history = await historyStats(client, batchId);
+
+const stats = simVidbatch.stats();
+// The ideal: the rate limit forces 2 requests per prompt (submit + one status query), plus one job latency.
+const boundMs =
+  options.rateLimit > 0 ? ((2 * options.prompts) / options.rateLimit + options.jobSeconds) * 1000 : undefined;
+const requests = (s: typeof stats) =>
+  Object.values(s.requests).reduce(
+    (n, byStatus) => n + Object.values(byStatus).reduce((a, b) => a + b, 0),
+    0,
+  );
+const report = {
+  machine: { cores: (await import('node:os')).cpus().length, node: process.version },
+  settings: { ...options, json: undefined },
+  vidbatch: {
+    makespanS: makespanMs / 1000,
+    boundS: boundMs ? boundMs / 1000 : null,
+    ratioToBound: boundMs ? makespanMs / boundMs : null,
+    succeeded: result.succeeded,
+    failed: result.failed,
+    rateLimitedPerJob: stats.rateLimited / Math.max(1, stats.jobsCreated),
+    requestsPerPrompt: requests(stats) / options.prompts,
+    historyEventsPerPrompt: history.eventsPerPrompt,
+    largestRunEvents: history.largestRunEvents,
+    actionsPerPrompt: history.actionsPerPrompt,
+    workerPeakRssMb: peakRssMb,
+    promptsPerSecond: options.prompts / (makespanMs / 1000),
+  },
+  naivePeer: naive
+    ? {
+        makespanS: naive.makespanMs / 1000,
+        ratioToBound: boundMs ? naive.makespanMs / boundMs : null,
+        succeeded: naive.succeeded,
+        rateLimitedPerJob: naive.rateLimited / options.prompts,
+        requestsPerPrompt: naive.requests / options.prompts,
+      }
+    : null,
+};
+
+const fmt = (v: number | null | undefined, digits = 2) =>
+  v === null || v === undefined ? '-' : v.toFixed(digits);
+const rows: [string, string, string][] = [
+  ['makespan (s)', fmt(report.vidbatch.makespanS, 1), fmt(report.naivePeer?.makespanS, 1)],
+  ['ideal bound (s)', fmt(report.vidbatch.boundS, 1), fmt(report.vidbatch.boundS, 1)],
+  ['makespan / bound', fmt(report.vidbatch.ratioToBound), fmt(report.naivePeer?.ratioToBound)],
+  [
+    '429s per submitted job',
+    fmt(report.vidbatch.rateLimitedPerJob, 3),
+    fmt(report.naivePeer?.rateLimitedPerJob, 3),
+  ],
+  ['requests per prompt', fmt(report.vidbatch.requestsPerPrompt), fmt(report.naivePeer?.requestsPerPrompt)],
+  ['history events per prompt', fmt(report.vidbatch.historyEventsPerPrompt, 1), '-'],
+  ['largest run history (events)', String(report.vidbatch.largestRunEvents), '-'],
+  ['billable actions per prompt (est.)', fmt(report.vidbatch.actionsPerPrompt, 1), '-'],
+  ['worker peak RSS (MB)', fmt(report.vidbatch.workerPeakRssMb, 0), '-'],
+  ['prompts per second', fmt(report.vidbatch.promptsPerSecond), '-'],
+];
+console.log(
+  `\n${options.prompts} prompts, rate limit ${options.rateLimit || 'none'} rps, jobs ${options.jobSeconds}±${options.jobJitter} s\n`,
+);
+console.log(`${'metric'.padEnd(36)}${'vidbatch'.padStart(12)}${'naive peer'.padStart(12)}`);
+for (const [name, a, b] of rows) console.log(`${name.padEnd(36)}${a.padStart(12)}${b.padStart(12)}`);
+if (options.json) console.log(JSON.stringify(report, null, 2));
+
+worker.stop();
+await client.connection.close();
+await simVidbatch.close();
+await simPeer.close();
+await server.stop();
