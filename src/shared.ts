@@ -151,6 +151,20 @@ export interface PromptResult {
   downloadError?: string;
 }
 
+/** The row's own fields of a PromptResult. */
+export function rowFields(
+  row: PromptRow,
+): Pick<PromptResult, 'rowId' | 'line' | 'prompt' | 'model' | 'input' | 'parameters'> {
+  return {
+    rowId: row.id,
+    line: row.line,
+    prompt: row.prompt,
+    model: row.model,
+    input: row.input,
+    parameters: row.parameters,
+  };
+}
+
 export interface SubmitResult {
   jobId: string;
   /** Epoch ms when the gateway accepted the job. */

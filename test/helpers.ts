@@ -108,3 +108,15 @@ export async function historyEvents(client: Client, workflowId: string): Promise
   }
   return total;
 }
+
+/** Environment for a vidbatch CLI process that should use this test's server, task queue and simulator. */
+export function cliEnv(e: TestEnv, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    TEMPORAL_ADDRESS: e.address,
+    VIDBATCH_TASK_QUEUE: e.taskQueue,
+    GATEWAY_BASE_URL: e.sim.baseUrl,
+    GATEWAY_API_KEY: e.sim.apiKey,
+    ...extra,
+  };
+}

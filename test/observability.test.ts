@@ -7,7 +7,7 @@ import { stringify } from 'csv-stringify/sync';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startBatch } from '../src/starter';
 import { freePort } from '../src/temporal/dev-server';
-import { FAST_POLL, testEnv, type TestEnv } from './helpers';
+import { cliEnv, FAST_POLL, testEnv, type TestEnv } from './helpers';
 
 const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));
 let env: TestEnv | undefined;
@@ -37,16 +37,11 @@ describe('worker observability', () => {
     const port = await freePort();
     let stderr = '';
     worker = spawn(process.execPath, [CLI, 'worker', '--metrics', `127.0.0.1:${port}`], {
-      env: {
-        ...process.env,
-        TEMPORAL_ADDRESS: env.address,
-        VIDBATCH_TASK_QUEUE: env.taskQueue,
-        GATEWAY_BASE_URL: env.sim.baseUrl,
-        GATEWAY_API_KEY: env.sim.apiKey,
+      env: cliEnv(env, {
         VIDBATCH_LOG_FORMAT: 'json',
         VIDBATCH_LOG_LEVEL: 'INFO',
         VIDBATCH_OUT_ROOT: join(env.dir, 'out'),
-      },
+      }),
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     worker.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));

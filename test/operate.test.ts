@@ -10,7 +10,7 @@ import { parseCsv } from '../src/csv';
 import { readManifest } from '../src/manifest';
 import { startBatch } from '../src/starter';
 import { writeVbenchCsv } from '../src/vbench';
-import { FAST_POLL, testEnv, waitForProgress, type TestEnv } from './helpers';
+import { cliEnv, FAST_POLL, testEnv, waitForProgress, type TestEnv } from './helpers';
 
 const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));
 
@@ -28,14 +28,7 @@ function cli(
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [CLI, ...args], {
       cwd: e.dir,
-      env: {
-        ...process.env,
-        TEMPORAL_ADDRESS: e.address,
-        VIDBATCH_TASK_QUEUE: e.taskQueue,
-        GATEWAY_BASE_URL: e.sim.baseUrl,
-        GATEWAY_API_KEY: e.sim.apiKey,
-        ...extraEnv,
-      },
+      env: cliEnv(e, extraEnv),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

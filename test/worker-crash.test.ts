@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { readManifest } from '../src/manifest';
 import { startBatch } from '../src/starter';
 import { writeVbenchCsv } from '../src/vbench';
-import { FAST_POLL, testEnv, waitForProgress, type TestEnv } from './helpers';
+import { cliEnv, FAST_POLL, testEnv, waitForProgress, type TestEnv } from './helpers';
 
 const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));
 
@@ -19,16 +19,11 @@ afterEach(async () => {
 
 function startWorkerProcess(e: TestEnv, logs: string[]): ChildProcess {
   const child = spawn(process.execPath, [CLI, 'worker'], {
-    env: {
-      ...process.env,
-      TEMPORAL_ADDRESS: e.address,
-      VIDBATCH_TASK_QUEUE: e.taskQueue,
-      GATEWAY_BASE_URL: e.sim.baseUrl,
-      GATEWAY_API_KEY: e.sim.apiKey,
+    env: cliEnv(e, {
       GATEWAY_TIMEOUT_MS: '2000',
       VIDBATCH_OUT_ROOT: join(e.dir, 'out'),
       VIDBATCH_LOG_LEVEL: 'INFO',
-    },
+    }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   child.stdout?.on('data', (d: Buffer) => logs.push(d.toString()));

@@ -27,6 +27,7 @@ import {
   promptRateLimitedSignal,
   resumeSignal,
   resumeUpdate,
+  rowFields,
   setConcurrencyUpdate,
   StateAttr,
   unblockSignal,
@@ -242,12 +243,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
       staticDetails: `**Prompt:** ${row.prompt.slice(0, 500)}\n\n**Model:** ${row.model} · ${JSON.stringify(row.parameters)}`,
     }).then(finished, (err: unknown) =>
       finished({
-        rowId: row.id,
-        line: row.line,
-        prompt: row.prompt,
-        model: row.model,
-        input: row.input,
-        parameters: row.parameters,
+        ...rowFields(row),
         status: 'failed',
         errorCode: 'workflow_failed',
         errorMessage: err instanceof Error ? err.message : String(err),

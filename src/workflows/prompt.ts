@@ -19,6 +19,7 @@ import {
   FailureType,
   promptBlockedSignal,
   promptRateLimitedSignal,
+  rowFields,
   StateAttr,
   unblockSignal,
   type PollOutcome,
@@ -60,14 +61,7 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
   setHandler(unblockSignal, () => void (unblocked = true));
   let pausedMs = 0;
 
-  const base = {
-    rowId: row.id,
-    line: row.line,
-    prompt: row.prompt,
-    model: row.model,
-    input: row.input,
-    parameters: row.parameters,
-  };
+  const base = rowFields(row);
   const finish = (rest: Omit<PromptResult, keyof typeof base | 'finishedAt'>): PromptResult => {
     upsertSearchAttributes([{ key: StateAttr, value: rest.status }]);
     return { ...base, ...rest, finishedAt: new Date().toISOString() };
