@@ -1,0 +1,144 @@
+// `npm run chaos`: a batch under faults (5xx, slow responses past the client timeout, dropped connections,
+// malformed bodies, undocumented statuses, 429 bursts) while the worker is SIGKILLed 5 times and the dev
+// server restarted once on the same SQLite file. Then it checks the promises and exits non-zero on a miss.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
+import { Command, Option } from 'commander';
+import type { PromptResult } from '../src/shared';
+import { startSimulator } from '../src/simulator/server';
+import { startBatch, type Session } from '../src/starter';
+import { freePort, startDevServer, type DevServer } from '../src/temporal/dev-server';
+import { writeVbenchCsv } from '../src/vbench';
+
+const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));
+const o = new Command('chaos')
+  .addOption(new Option('--prompts <n>', 'prompts').argParser(Number).default(500))
+  .addOption(new Option('--kills <n>', 'worker SIGKILLs').argParser(Number).default(5))
+  .addOption(new Option('--seed <n>', 'fault dice').argParser(Number).default(11))
+  .parse(process.argv)
+  .opts<{ prompts: number; kills: number; seed: number }>();
+
+const dir = await mkdtemp(join(tmpdir(), 'vidbatch-chaos-'));
+const dbFile = join(dir, 'temporal.db');
+const port = await freePort();
+let server: DevServer = await startDevServer({ dbFile, port, headless: true, log: () => {} });
+const sim = await startSimulator({
+  jobSeconds: 3,
+  jobJitterSeconds: 1.5,
+  seed: o.seed,
+  faults: { error5xx: 0.05, slow: 0.02, slowMs: 2500, drop: 0.01, malformed: 0.01, unknownStatus: 0.02 },
+});
+const csv = join(dir, 'chaos.csv');
+await writeVbenchCsv(csv, o.prompts, 'all_dimension_longer');
+const logFile = join(dir, 'worker.log');
+const log = createWriteStream(logFile);
+
+let worker: ChildProcess | undefined;
+const startWorker = () => {
+  worker = spawn(process.execPath, [CLI, 'worker'], {
+    env: {
+      ...process.env,
+      TEMPORAL_ADDRESS: server.address,
+      VIDBATCH_TASK_QUEUE: 'chaos',
+      GATEWAY_BASE_URL: sim.baseUrl,
+      GATEWAY_API_KEY: sim.apiKey,
+      GATEWAY_TIMEOUT_MS: '2000',
+      VIDBATCH_OUT_ROOT: join(dir, 'out'),
+      VIDBATCH_LOG_LEVEL: 'INFO',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  worker.stdout?.pipe(log, { end: false });
+  worker.stderr?.pipe(log, { end: false });
+};
+startWorker();
+
+const client = new Client({ connection: await Connection.connect({ address: server.address }) });
+const session: Session = { client, taskQueue: 'chaos', namespace: 'default', close: async () => {} };
+const started = Date.now();
+const { handle, batchId } = await startBatch(session, csv, {
+  concurrency: 50,
+  poll: { firstPollMs: 2000, intervalMs: 1000, backoff: 1.2, capMs: 3000, jitter: 0.2 },
+  activityTimeoutMs: 5000,
+  promptsPerRun: 200,
+});
+let done = false;
+const result = handle.result().finally(() => (done = true));
+
+// The chaos: kills at random moments, one server restart, 429 bursts.
+const events: string[] = [];
+const random = (a: number, b: number) => a + Math.random() * (b - a);
+for (let kill = 1; kill <= o.kills && !done; kill++) {
+  await sleep(random(4000, 12000));
+  if (done) break;
+  if (kill === 3) {
+    sim.state.options.rateLimit = 3;
+    events.push(`${((Date.now() - started) / 1000).toFixed(1)}s 429 burst (3 rps for 5 s)`);
+    setTimeout(() => (sim.state.options.rateLimit = 0), 5000);
+  }
+  worker?.kill('SIGKILL');
+  events.push(`${((Date.now() - started) / 1000).toFixed(1)}s SIGKILL worker #${kill}`);
+  if (kill === Math.ceil(o.kills / 2)) {
+    await server.stop();
+    server = await startDevServer({ dbFile, port, headless: true, log: () => {} });
+    events.push(
+      `${((Date.now() - started) / 1000).toFixed(1)}s dev server restarted on the same SQLite file`,
+    );
+  }
+  await sleep(1000);
+  startWorker();
+}
+const final = await result;
+const makespan = (Date.now() - started) / 1000;
+
+// The checks.
+const failures: string[] = [];
+const check = (ok: boolean, what: string) => {
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!ok) failures.push(what);
+};
+const lines = (await readFile(final.manifestPath, 'utf8')).split('\n').filter(Boolean);
+const records = lines.map((l) => JSON.parse(l) as PromptResult);
+const perRow = new Map<string, number>();
+for (const r of records) perRow.set(r.rowId, (perRow.get(r.rowId) ?? 0) + 1);
+check(
+  perRow.size === o.prompts && [...perRow.values()].every((n) => n === 1),
+  `every row terminal exactly once in the manifest (${perRow.size} rows, ${lines.length} lines)`,
+);
+check(
+  records.every((r) => r.status !== 'succeeded' || !!r.url),
+  'no URL missing on a succeeded row',
+);
+const stats = sim.stats();
+check(
+  stats.jobsCreated === o.prompts && stats.bodiesWithMultipleJobs === 0,
+  `zero jobs paid twice (${stats.jobsCreated} jobs for ${o.prompts} rows; ${stats.idempotentReplays} idempotent replays)`,
+);
+let histories = 0;
+let leaked = 0;
+for await (const wf of client.workflow.list({ query: `BatchId = '${batchId}'` })) {
+  const history = JSON.stringify(await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory());
+  histories += 1;
+  if (history.includes(sim.apiKey)) leaked += 1;
+}
+check(leaked === 0, `API key absent from all ${histories} workflow histories`);
+log.end();
+await sleep(200);
+check(!(await readFile(logFile, 'utf8')).includes(sim.apiKey), 'API key absent from the worker logs');
+
+console.log(
+  `\n${o.prompts} prompts in ${makespan.toFixed(0)} s: ${final.succeeded} succeeded, ${final.failed} failed`,
+);
+console.log(`faults injected: ${JSON.stringify(stats.faultsInjected)}; 429s sent: ${stats.rateLimited}`);
+for (const e of events) console.log(`  ${e}`);
+worker?.kill('SIGKILL');
+await client.connection.close();
+await sim.close();
+await server.stop();
+process.exit(failures.length ? 1 : 0);
