@@ -71,17 +71,17 @@ const { handle, batchId } = await startBatch(session, csv, {
 let done = false;
 const result = handle.result().finally(() => (done = true));
 
-// The chaos: kills at random moments, one server restart, 429 bursts.
+// The chaos: kills at random moments, one server restart, and 429 bursts on their own clock.
 const events: string[] = [];
+const bursts = setInterval(() => {
+  sim.state.options.rateLimit = 3;
+  events.push(`${((Date.now() - started) / 1000).toFixed(1)}s 429 burst (gateway limited to 3 rps for 4 s)`);
+  setTimeout(() => (sim.state.options.rateLimit = 0), 4000);
+}, 15_000);
 const random = (a: number, b: number) => a + Math.random() * (b - a);
 for (let kill = 1; kill <= o.kills && !done; kill++) {
   await sleep(random(4000, 12000));
   if (done) break;
-  if (kill === 3) {
-    sim.state.options.rateLimit = 3;
-    events.push(`${((Date.now() - started) / 1000).toFixed(1)}s 429 burst (3 rps for 5 s)`);
-    setTimeout(() => (sim.state.options.rateLimit = 0), 5000);
-  }
   worker?.kill('SIGKILL');
   events.push(`${((Date.now() - started) / 1000).toFixed(1)}s SIGKILL worker #${kill}`);
   if (kill === Math.ceil(o.kills / 2)) {
@@ -95,6 +95,7 @@ for (let kill = 1; kill <= o.kills && !done; kill++) {
   startWorker();
 }
 const final = await result;
+clearInterval(bursts);
 const makespan = (Date.now() - started) / 1000;
 
 // The checks.
