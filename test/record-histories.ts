@@ -1,5 +1,6 @@
 // Records histories of real batches (continue-as-new, a moderation failure, 429s, a 403 pause and resume)
-// into test/fixtures/histories/ for the replay test. Run: npm run record-histories
+// into test/fixtures/histories/<label>/ for the replay test. Run: npm run record-histories -- <label>
+// Keep the folders of earlier workflow versions: replaying them proves running batches survive an upgrade.
 import { rm, mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +16,9 @@ import { startDevServer } from '../src/temporal/dev-server';
 import { createWorker } from '../src/worker';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
-const OUT = fileURLToPath(new URL('./fixtures/histories/', import.meta.url));
+const label = process.argv[2];
+if (!label) throw new Error('usage: npm run record-histories -- <label> (a new folder, e.g. v3-something)');
+const OUT = fileURLToPath(new URL(`./fixtures/histories/${label}/`, import.meta.url));
 const poll = { firstPollMs: 300, intervalMs: 200, backoff: 1.2, capMs: 1000, jitter: 0.1 };
 
 const server = await startDevServer({ dbFile: ':memory:', headless: true });

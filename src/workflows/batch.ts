@@ -10,6 +10,7 @@ import {
   continueAsNew,
   executeChild,
   getExternalWorkflowHandle,
+  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -40,6 +41,9 @@ import {
 } from '../shared';
 import { promptWorkflow } from './prompt';
 import { progressMarkdown } from './progress-details';
+
+const RESULT_GROUP = 25;
+const RESULT_GROUP_MS = 10_000;
 
 export function promptWorkflowId(batchId: string, rowId: string): string {
   return `${batchId}/${rowId}`;
@@ -183,11 +187,21 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     }
   }
 
-  const flush = () => {
-    if (recording || pending.length === 0) return;
+  // Results are recorded in groups: at most every RESULT_GROUP_MS or RESULT_GROUP rows, and at once when
+  // nothing else is in flight. Runs started before this change record after every prompt (no patch marker).
+  const groupResults = patched('record-results-in-groups');
+  let lastFlushAt = Date.now();
+  const flushDue = () =>
+    !groupResults ||
+    pending.length >= RESULT_GROUP ||
+    Date.now() - lastFlushAt >= RESULT_GROUP_MS ||
+    inFlight.size === 0;
+  const flush = (force = false) => {
+    if (recording || pending.length === 0 || (!force && !flushDue())) return;
     const group = pending;
     pending = [];
     recording = true;
+    lastFlushAt = Date.now();
     recordResults
       .executeWithOptions({ summary: `record ${group.length} finished rows` }, [
         { batchId, outDir: options.outDir, results: group },
@@ -310,6 +324,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     });
     throw err;
   }
+  flush(true);
   await condition(() => !recording && pending.length === 0);
 
   if (!allStarted()) {
