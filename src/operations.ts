@@ -107,8 +107,14 @@ export async function listBatches(client: Client, limit = 20): Promise<BatchSumm
 
 /** The manifest of a batch: where the batch says it is, else `<outRoot>/<batchId>/manifest.jsonl`. */
 export async function findManifest(client: Client, batchId: string, outRoot = 'out'): Promise<string> {
-  const status = await batchStatus(client, batchId).catch(() => undefined);
-  const known = status?.result?.manifestPath || status?.progress?.manifestPath;
+  const handle = batchHandle(client, batchId);
+  const state = (await handle.describe().catch(() => undefined))?.status.name;
+  const known =
+    state === 'COMPLETED'
+      ? (await handle.result()).manifestPath
+      : state === 'RUNNING'
+        ? (await getProgress(handle))?.manifestPath
+        : undefined;
   return known || resolve(manifestIn(join(outRoot, batchId)));
 }
 

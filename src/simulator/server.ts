@@ -105,7 +105,14 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     state.restore(JSON.parse(readFileSync(options.stateFile, 'utf8')) as StateData);
   }
   const save = () => {
+    clearTimeout(saveTimer);
+    saveTimer = undefined;
     if (options.stateFile) writeFileSync(options.stateFile, JSON.stringify(state.persistable()));
+  };
+  // At most one write per 500 ms: rewriting the whole file per request would be quadratic in a big batch.
+  let saveTimer: NodeJS.Timeout | undefined;
+  const scheduleSave = () => {
+    saveTimer ??= setTimeout(save, 500);
   };
   const initialKeys = options.apiKeys?.length ? options.apiKeys : [undefined];
   const registered = initialKeys.map(
@@ -332,7 +339,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
             ...(wait !== undefined ? { retryAfterMs: wait } : {}),
           });
         }
-        if (req.method !== 'GET' && options.stateFile) save();
+        if (req.method !== 'GET' && options.stateFile) scheduleSave();
       }
     })();
   });
