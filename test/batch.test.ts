@@ -96,16 +96,20 @@ describe('batch workflow on the real dev server and simulator', () => {
   it('fails a job that outlives its deadline with deadline_exceeded', async () => {
     env = await testEnv({ jobSeconds: 60 });
     await env.startWorker();
-    const csv = join(env.dir, 'slow.csv');
-    await writeVbenchCsv(csv, 2, 'all_dimension', 200);
-    const { handle } = await startBatch(env.session, csv, {
-      poll: FAST_POLL,
-      jobDeadlineMs: 1500,
-      outDir: join(env.dir, 'out'),
-    });
-    const result = await handle.result();
-    expect(result).toMatchObject({ succeeded: 0, failed: 2 });
-    for (const r of await readManifest(result.manifestPath)) expect(r.errorCode).toBe('deadline_exceeded');
+    // Deadline during polls, and deadline while the next poll is still minutes away (different CSVs: one batch each).
+    for (const [i, poll] of [FAST_POLL, { ...FAST_POLL, intervalMs: 120_000, capMs: 120_000 }].entries()) {
+      const file = join(env.dir, `slow-${i}.csv`);
+      await writeVbenchCsv(file, 2, 'all_dimension', 200 + 10 * i);
+      const { handle } = await startBatch(env.session, file, {
+        poll,
+        jobDeadlineMs: 1500,
+        outDir: join(env.dir, `out-${i}`),
+      });
+      const result = await handle.result();
+      expect(result).toMatchObject({ succeeded: 0, failed: 2 });
+      for (const r of await readManifest(result.manifestPath))
+        expect(r.errorCode, `schedule ${i}`).toBe('deadline_exceeded');
+    }
   });
 
   it('honours 429 Retry-After: after each 429 the worker sends nothing until the wait is over', async () => {

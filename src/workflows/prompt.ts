@@ -163,7 +163,14 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
           errorMessage: `the batch was cancelled; job ${submitted.jobId} was submitted and may still finish at the gateway`,
         });
       }
-      if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure) return deadlinePassed();
+      // The deadline (schedule-to-close) can pass during an attempt (TimeoutFailure) or while waiting for the
+      // next one (retry state TIMEOUT, with the last attempt's failure as cause).
+      if (
+        err instanceof ActivityFailure &&
+        (err.cause instanceof TimeoutFailure || err.retryState === 'TIMEOUT')
+      ) {
+        return deadlinePassed();
+      }
       const failure = applicationFailure(err);
       if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
         await waitForUnblock(failure);
