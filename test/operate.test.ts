@@ -151,11 +151,11 @@ describe('operator commands', () => {
     });
     await waitForProgress(handle, (p) => p.succeeded >= 2);
     env.sim.state.options.jobSeconds = 60; // the rest will still be running when we cancel
+    // Both rows in flight have submitted their (now slow) jobs before we cancel.
     await waitForProgress(
       handle,
-      (p) => p.inFlight === 2 && p.succeeded + p.failed + p.inFlight === p.started,
+      (p) => p.inFlight === 2 && env!.sim.stats().jobsCreated === p.succeeded + p.failed + 2,
     );
-    await new Promise((r) => setTimeout(r, 500));
     expect((await cli(env, ['cancel', batchId])).stdout).toContain('cancellation requested');
     await expect(handle.result()).rejects.toThrow();
     expect((await handle.describe()).status.name).toBe('CANCELLED');
