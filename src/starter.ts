@@ -126,6 +126,7 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
           await rm(LOCAL_SERVER_FILE, { force: true });
           await server.stop();
         });
+        await mkdir(STATE_DIR, { recursive: true }); // VIDBATCH_DB_FILE may live elsewhere
         await writeFile(
           LOCAL_SERVER_FILE,
           JSON.stringify({ address: server.address, uiUrl: server.uiUrl, pid: process.pid }),
