@@ -22,16 +22,21 @@ async function sha256Of(path: string): Promise<string> {
   return hash.digest('hex');
 }
 
+/** True when the bytes start like an MP4 (ISO BMFF): a first box whose type is `ftyp`. */
+export function looksLikeMp4(bytes: Uint8Array): boolean {
+  return bytes.length >= 12 && Buffer.from(bytes.subarray(4, 8)).toString('latin1') === 'ftyp';
+}
+
 /** Checks a file on disk: non-empty and starting with an MP4 `ftyp` box. */
 async function verifyFile(path: string, url: string): Promise<DownloadedVideo> {
   const bytes = (await size(path)) ?? 0;
   if (bytes < 12)
     throw new DownloadError(`${url}: downloaded file is empty or truncated (${bytes} bytes)`, false);
   const handle = await open(path, 'r');
-  const head = Buffer.alloc(8);
-  await handle.read(head, 0, 8, 0);
+  const head = Buffer.alloc(12);
+  await handle.read(head, 0, 12, 0);
   await handle.close();
-  if (head.subarray(4, 8).toString('latin1') !== 'ftyp') {
+  if (!looksLikeMp4(head)) {
     throw new DownloadError(`${url}: not an MP4 file (no ftyp box at the start)`, false);
   }
   return { file: path, sha256: await sha256Of(path), bytes };

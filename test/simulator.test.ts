@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { looksLikeMp4 } from '../src/simulator/mp4';
+import { looksLikeMp4 } from '../src/download';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../src/simulator/server';
 
 const sims: Simulator[] = [];

@@ -32,8 +32,3 @@ export function tinyMp4(tag: string, durationSeconds = 5): Buffer {
     box('mdat'),
   ]);
 }
-
-/** True when the bytes start like an MP4: a box whose type is `ftyp`. */
-export function looksLikeMp4(bytes: Uint8Array): boolean {
-  return bytes.length >= 12 && Buffer.from(bytes.subarray(4, 8)).toString('latin1') === 'ftyp';
-}
