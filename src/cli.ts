@@ -10,13 +10,13 @@ const program = new Command('vidbatch')
   .description('Bulk video generation from CSV files, run durably on Temporal.')
   .showHelpAfterError();
 
-export function number(value: string): number {
+function number(value: string): number {
   const n = Number(value);
   if (!Number.isFinite(n)) throw new InvalidArgumentError('not a number');
   return n;
 }
 
-export function waitForCtrlC(): Promise<void> {
+function waitForCtrlC(): Promise<void> {
   return new Promise((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);

@@ -165,7 +165,7 @@ export function registerBatchCommands(program: Command): void {
       process.once('SIGINT', onSigint);
       const view = createProgressView();
       try {
-        const { handle, batchId, attached } = await startBatch(session, csvPath, batchOptionsFrom(o));
+        const { handle, batchId, attached } = await startBatch(session, csvPath, batchOptionsFrom(o), parsed);
         console.error(
           `${attached ? 'Attached to' : 'Started'} batch ${batchId} (${parsed.rows.length} prompts)`,
         );

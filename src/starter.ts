@@ -190,13 +190,15 @@ export async function startBatch(
   session: Session,
   csvPath: string,
   options: StartBatchOptions = {},
+  /** The file already parsed and validated by the caller, so it is not read twice. */
+  parsed?: ParsedCsv,
 ): Promise<{
   handle: WorkflowHandle<typeof batchWorkflow>;
   batchId: string;
   attached: boolean;
   csv: ParsedCsv;
 }> {
-  const csv = await loadValidCsv(csvPath);
+  const csv = parsed ?? (await loadValidCsv(csvPath));
   const batchId = batchIdFor(csv);
   const { retryOf, ...rest } = options;
   const batchOptions: BatchOptions = {
