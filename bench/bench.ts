@@ -29,6 +29,7 @@ const options = new Command('bench')
   .addOption(new Option('--job-jitter <s>', '± job latency').argParser(Number).default(20))
   .option('--scale', '10,000 prompts, 1 s jobs, no rate limit, window 200; no naive peer')
   .option('--no-peer', 'skip the naive peer')
+  .option('--timeline', "print vidbatch's requests per 10 s (submits, status checks, 429s)")
   .option('--json', 'print JSON too')
   .parse(process.argv)
   .opts<{
@@ -38,6 +39,7 @@ const options = new Command('bench')
     jobJitter: number;
     scale?: boolean;
     peer: boolean;
+    timeline?: boolean;
     json?: boolean;
   }>();
 
@@ -84,7 +86,7 @@ const simSettings: SimulatorOptions = {
   seed: 7,
 };
 const server = await startDevServer({ dbFile: ':memory:', headless: true, log: () => {} });
-const simVidbatch = await startSimulator(simSettings);
+const simVidbatch = await startSimulator({ ...simSettings, recordRequests: Boolean(options.timeline) });
 const simPeer = await startSimulator(simSettings);
 const csv = join(dir, 'bench.csv');
 await writeVbenchCsv(csv, options.prompts);
@@ -178,6 +180,23 @@ console.log(
 console.log(`${'metric'.padEnd(36)}${'vidbatch'.padStart(12)}${'naive peer'.padStart(12)}`);
 for (const [name, a, b] of rows) console.log(`${name.padEnd(36)}${a.padStart(12)}${b.padStart(12)}`);
 if (options.json) console.log(JSON.stringify(report, null, 2));
+if (options.timeline) {
+  // Where the rate budget went: a flat 50 requests per 10 s is a 5 rps limit used in full.
+  const buckets = new Map<number, { submit: number; status: number; limited: number }>();
+  for (const { at, route, status } of simVidbatch.state.requestLog) {
+    const key = Math.floor((at - started) / 10_000);
+    const b = buckets.get(key) ?? { submit: 0, status: 0, limited: 0 };
+    if (status === 429) b.limited += 1;
+    else if (route.startsWith('POST')) b.submit += 1;
+    else b.status += 1;
+    buckets.set(key, b);
+  }
+  console.log('\n  from    submits  status checks  429s');
+  for (const [key, b] of [...buckets].sort((x, y) => x[0] - y[0]))
+    console.log(
+      `${String(key * 10).padStart(5)} s ${String(b.submit).padStart(9)} ${String(b.status).padStart(14)} ${String(b.limited).padStart(5)}`,
+    );
+}
 
 worker.stop();
 await client.connection.close();

@@ -41,6 +41,7 @@ function batchOptionsFrom(o: Record<string, unknown>): StartBatchOptions {
   if (o.pollBackoff !== undefined) poll.backoff = o.pollBackoff as number;
   if (o.pollCap !== undefined) poll.capMs = o.pollCap as number;
   if (o.pollJitter !== undefined) poll.jitter = o.pollJitter as number;
+  if (o.adaptivePoll === false) poll.adaptive = false;
   return {
     concurrency: o.concurrency as number,
     jobDeadlineMs: o.jobDeadline as number,
@@ -92,7 +93,10 @@ export function registerBatchCommands(program: Command): void {
     )
     .addOption(new Option('--sim-rate-limit <rps>', 'with --simulate: requests/second limit').argParser(num))
     .addOption(
-      new Option('--concurrency <n>', 'prompts in flight at once')
+      new Option(
+        '--concurrency <n>',
+        'most jobs in flight (submitted, not finished) at once; how fast requests go is up to the worker',
+      )
         .env('VIDBATCH_CONCURRENCY')
         .argParser(num)
         .default(DEFAULT_BATCH_OPTIONS.concurrency),
@@ -110,6 +114,10 @@ export function registerBatchCommands(program: Command): void {
     .addOption(new Option('--poll-backoff <x>', 'growing by this factor').argParser(num))
     .addOption(new Option('--poll-cap <s>', 'up to this interval').argParser(seconds))
     .addOption(new Option('--poll-jitter <f>', '± this fraction of jitter').argParser(num))
+    .option(
+      '--no-adaptive-poll',
+      'keep to the schedule above; by default it holds only until the worker has learned how long jobs take',
+    )
     .addOption(
       new Option('--job-deadline <s>', 'fail a job not finished this long after submission')
         .env('VIDBATCH_JOB_DEADLINE')

@@ -57,6 +57,14 @@ export class DownloadError extends Error {
   }
 }
 
+/** Thrown by the worker's request pacer when a call would wait longer than its caller can; nothing was sent. */
+export class PacerBusyError extends Error {
+  override name = 'PacerBusyError';
+  constructor(readonly retryAfterMs: number) {
+    super(`the worker's request pacer is busy; try again in ${Math.ceil(retryAfterMs / 1000)} s`);
+  }
+}
+
 /** Base of all errors raised by the gateway client; `status` is the HTTP status when there was a response. */
 export class GatewayError extends Error {
   override name = 'GatewayError';

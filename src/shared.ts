@@ -13,6 +13,8 @@ export const FailureType = {
   InvalidRequest: 'InvalidRequest',
   NotFound: 'NotFound',
   JobNotFinished: 'JobNotFinished',
+  /** The worker's request pacer had no slot in time; retried later, nothing was sent. */
+  PacerBusy: 'PacerBusy',
   CsvChanged: 'CsvChanged',
 } as const;
 
@@ -40,13 +42,19 @@ export interface PromptRow {
   parameters: Record<string, unknown>;
 }
 
-/** When to poll a job: first poll `firstPollMs` after submission, then every `intervalMs` growing by `backoff` up to `capMs`, each jittered by ±`jitter`. */
+/**
+ * When to poll a job: first poll `firstPollMs` after submission, then every `intervalMs` growing by `backoff`
+ * up to `capMs`, each jittered by ±`jitter`. Unless `adaptive` is false, this schedule only holds until the
+ * worker has learned the gateway's latency; then each job is first checked when 90% of jobs are finished.
+ */
 export interface PollSchedule {
   firstPollMs: number;
   intervalMs: number;
   backoff: number;
   capMs: number;
   jitter: number;
+  /** Default true (absent in batches started before adaptive polling). */
+  adaptive?: boolean;
 }
 
 export const DEFAULT_POLL_SCHEDULE: PollSchedule = {
@@ -58,7 +66,7 @@ export const DEFAULT_POLL_SCHEDULE: PollSchedule = {
 };
 
 export interface BatchOptions {
-  /** Most prompts in flight at once. */
+  /** Most prompts in flight (submitted, not finished) at once. */
   concurrency: number;
   poll: PollSchedule;
   /** A job still unfinished this long after submission fails with `deadline_exceeded`. */
@@ -83,8 +91,10 @@ export interface BatchOptions {
   deadlineAt?: number;
 }
 
+// A wide window: with jobs taking minutes, keeping a gateway's rate limit busy takes hundreds of jobs in
+// flight. The worker's request pacer, not the window, decides how fast requests go.
 export const DEFAULT_BATCH_OPTIONS: BatchOptions = {
-  concurrency: 20,
+  concurrency: 500,
   poll: DEFAULT_POLL_SCHEDULE,
   jobDeadlineMs: 60 * 60_000,
   activityTimeoutMs: 30_000,

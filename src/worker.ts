@@ -7,6 +7,7 @@ import { loadGatewaySettings, loadTemporalSettings, type GatewaySettings } from 
 import { ConfigError } from './errors';
 import { GatewayClient } from './gateway/client';
 import { announce } from './runtime';
+import { cachedWorkflowBundle } from './temporal/workflow-bundle';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
 
@@ -17,20 +18,25 @@ export interface CreateWorkerOptions {
   gateway: GatewaySettings;
   /** Root of the per-batch output folders; default `./out`. */
   outRoot?: string;
-  /** A prebuilt bundle (tests build one per run); default: bundle `src/workflows` at start. */
+  /** A prebuilt bundle (tests build one per run); default: the cached bundle of `src/workflows`. */
   workflowBundle?: WorkflowBundle;
   maxConcurrentActivities?: number;
 }
 
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
   const gateway = new GatewayClient(options.gateway);
+  const workflowBundle =
+    options.workflowBundle ??
+    (await cachedWorkflowBundle(WORKFLOWS_PATH).catch((err: unknown) => {
+      // Still works, at the cost of bundling in this process.
+      announce(`could not use a cached workflow bundle (${String(err)}); bundling in the worker`, {});
+      return undefined;
+    }));
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue,
-    ...(options.workflowBundle
-      ? { workflowBundle: options.workflowBundle }
-      : { workflowsPath: WORKFLOWS_PATH }),
+    ...(workflowBundle ? { workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
     activities: createActivities({ gateway, outRoot: options.outRoot ?? 'out' }),
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? 200,
   });

@@ -5,7 +5,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { ApplicationFailureCategory } from '@temporalio/common';
 import { loadCsv } from '../csv';
 import { downloadVerified } from '../download';
-import { DownloadError } from '../errors';
+import { DownloadError, PacerBusyError } from '../errors';
 import type { GatewayClient } from '../gateway/client';
 import { appendResults, manifestPath } from '../manifest';
 import {
@@ -18,7 +18,8 @@ import {
   type SubmitResult,
 } from '../shared';
 import { toFailure } from './failures';
-import { pollDelayMs } from './poll-schedule';
+import { LatencyTracker } from './latency';
+import { adaptiveDelayMs, pollDelayMs } from './poll-schedule';
 
 export interface ActivityDeps {
   gateway: GatewayClient;
@@ -26,6 +27,8 @@ export interface ActivityDeps {
   outRoot: string;
   now?: () => number;
   random?: () => number;
+  /** Shared by the worker's activities; default: a new one. */
+  latency?: LatencyTracker;
 }
 
 export interface ReadRowsInput {
@@ -51,15 +54,42 @@ function count(name: string, tags: Record<string, string> = {}): void {
   Context.current().metricMeter.createCounter(name).add(1, tags);
 }
 
-function countGatewayError(err: unknown, operation: string): void {
+/** A gateway call waits for the worker's pacer only as long as the attempt can still finish within its timeout. */
+function pacerBudgetMs(gatewayTimeoutMs: number): number {
+  return Math.max(0, Context.current().info.startToCloseTimeoutMs - gatewayTimeoutMs - 2000);
+}
+
+/** The pacer is busy: come back when it said, without counting a failure (nothing was sent). */
+function tryLater(err: PacerBusyError): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: FailureType.PacerBusy,
+    message: err.message,
+    nextRetryDelay: err.retryAfterMs,
+    category: ApplicationFailureCategory.BENIGN,
+  });
+}
+
+function countGatewayError(err: unknown, operation: string, gateway: GatewayClient): void {
   const kind = err instanceof Error ? err.name : 'Error';
   count('vidbatch_gateway_errors', { operation, class: kind });
-  if (kind === 'RateLimitError') count('vidbatch_rate_limited', { operation });
+  if (kind === 'RateLimitError') {
+    count('vidbatch_rate_limited', { operation });
+    const { rate, ceiling, queued } = gateway.pacer.snapshot();
+    Context.current().log.info('429 from the gateway; pacing this worker', {
+      operation,
+      rate: Number(rate.toFixed(2)),
+      ceiling: ceiling === undefined ? null : Number(ceiling.toFixed(2)),
+      queued,
+    });
+  }
 }
 
 export function createActivities(deps: ActivityDeps) {
   const now = deps.now ?? Date.now;
   const random = deps.random ?? Math.random;
+  const latency = deps.latency ?? new LatencyTracker(now);
+  // Attempts spent waiting for the pacer, per idempotency key, so a row's `attempts` counts real submissions.
+  const pacedSubmits = new Map<string, number>();
   // The parsed CSV of the current batch; pages are cut from it instead of re-parsing per page.
   let csvCache: { key: string; rows: PromptRow[] } | undefined;
 
@@ -81,39 +111,58 @@ export function createActivities(deps: ActivityDeps) {
 
     async submitJob({ batchId, row }: { batchId: string; row: PromptRow }): Promise<SubmitResult> {
       const { attempt } = Context.current().info;
+      const key = idempotencyKey(batchId, row.id);
       try {
         const job = await deps.gateway.submit(
           { model: row.model, input: row.input, parameters: row.parameters },
-          idempotencyKey(batchId, row.id),
+          key,
+          pacerBudgetMs(deps.gateway.timeoutMs),
         );
         count('vidbatch_jobs_submitted');
-        return { jobId: job.id, submittedAt: now(), attempts: attempt };
+        const paced = pacedSubmits.get(key) ?? 0;
+        pacedSubmits.delete(key);
+        return { jobId: job.id, submittedAt: now(), attempts: Math.max(1, attempt - paced) };
       } catch (err) {
-        countGatewayError(err, 'submit');
+        if (err instanceof PacerBusyError) {
+          if (pacedSubmits.size > 10_000) pacedSubmits.clear();
+          pacedSubmits.set(key, (pacedSubmits.get(key) ?? 0) + 1);
+          throw tryLater(err);
+        }
+        countGatewayError(err, 'submit', deps.gateway);
         throw toFailure(err, { rateLimitToWorkflow: true });
       }
     },
 
-    /** One status check per attempt; "not finished" is a retryable failure whose nextRetryDelay is the poll schedule. */
+    /**
+     * At most one status check per attempt; "not finished" is a retryable failure whose nextRetryDelay is the
+     * poll schedule: the learned latency once known (see latency.ts), the configured schedule until then.
+     */
     async pollJob({ jobId, submittedAt, poll }: PollInput): Promise<PollOutcome> {
       const { attempt } = Context.current().info;
-      const untilFirstPoll = submittedAt + poll.firstPollMs - now();
+      const dueMs = poll.adaptive === false ? undefined : latency.quantile(0.9);
+      const age = now() - submittedAt;
+      const untilFirstPoll = (dueMs ?? poll.firstPollMs) - age;
       if (untilFirstPoll > 0) {
         throw ApplicationFailure.create({
           type: FailureType.JobNotFinished,
-          message: `job ${jobId} submitted; first status check in ${Math.ceil(untilFirstPoll / 1000)} s`,
+          message: `job ${jobId} submitted; next status check in ${Math.ceil(untilFirstPoll / 1000)} s`,
           nextRetryDelay: untilFirstPoll,
           category: ApplicationFailureCategory.BENIGN,
         });
       }
-      const retryDelayMs = pollDelayMs(poll, attempt, random);
+      const retryDelayMs =
+        dueMs === undefined ? pollDelayMs(poll, attempt, random) : adaptiveDelayMs(poll, dueMs, age, random);
       let job;
       try {
-        job = await deps.gateway.getJob(jobId);
+        job = await deps.gateway.getJob(jobId, pacerBudgetMs(deps.gateway.timeoutMs));
       } catch (err) {
-        countGatewayError(err, 'status');
+        if (err instanceof PacerBusyError) throw tryLater(err);
+        countGatewayError(err, 'status', deps.gateway);
         throw toFailure(err, { rateLimitToWorkflow: false, retryDelayMs });
       }
+      const checkedAge = now() - submittedAt;
+      if (job.status === 'completed' || job.status === 'failed') latency.finished(jobId, checkedAge);
+      else latency.stillRunning(jobId, checkedAge);
       if (job.status === 'completed') {
         count('vidbatch_jobs_finished', { status: 'succeeded', code: '' });
         return { status: 'succeeded', url: job.url, polls: attempt };

@@ -16,14 +16,15 @@ import {
   TimeoutError,
 } from '../errors';
 import type { GatewaySettings } from '../config';
-import { RequestGate } from './gate';
+import { RequestPacer } from './pacer';
 import { parseRetryAfter } from './retry-after';
 import { canonicalStatus, type CanonicalStatus } from './status';
 
 export interface GatewayClientOptions extends GatewaySettings {
   /** Injectable transport (tests, proxies, connection pools). */
   dispatcher?: Dispatcher;
-  gate?: RequestGate;
+  /** Shared by every call of this worker; default: a new one per client. */
+  pacer?: RequestPacer;
   /** Called with each gateway error, for metrics and logs. */
   onError?: (error: GatewayError, operation: string) => void;
 }
@@ -55,26 +56,37 @@ const jobBody = z.looseObject({
 const modelsBody = z.looseObject({ data: z.array(z.looseObject({ id: z.string() })) });
 
 export class GatewayClient {
-  readonly gate: RequestGate;
+  readonly pacer: RequestPacer;
 
   constructor(private readonly options: GatewayClientOptions) {
-    this.gate = options.gate ?? new RequestGate();
+    this.pacer = options.pacer ?? new RequestPacer();
   }
 
-  /** Submits one job. `idempotencyKey` must be the same on every retry of the same row. */
-  async submit(body: GenerationRequest, idempotencyKey: string): Promise<JobState> {
+  /** How long one HTTP call may take (GATEWAY_TIMEOUT_MS). */
+  get timeoutMs(): number {
+    return this.options.timeoutMs;
+  }
+
+  /**
+   * Submits one job. `idempotencyKey` must be the same on every retry of the same row. `maxWaitMs` bounds
+   * the wait for the pacer (PacerBusyError beyond it).
+   */
+  async submit(body: GenerationRequest, idempotencyKey: string, maxWaitMs = Infinity): Promise<JobState> {
+    await this.pacer.acquire('submit', maxWaitMs);
     const json = await this.call('POST', '/videos/generations', 'submit', body, {
       'idempotency-key': idempotencyKey,
     });
     return this.toJobState(json);
   }
 
-  async getJob(jobId: string): Promise<JobState> {
+  async getJob(jobId: string, maxWaitMs = Infinity): Promise<JobState> {
+    await this.pacer.acquire('status', maxWaitMs);
     const json = await this.call('GET', `/videos/generations/${encodeURIComponent(jobId)}`, 'status');
     return this.toJobState(json);
   }
 
   async listModels(): Promise<string[]> {
+    await this.pacer.acquire('status', Infinity);
     const parsed = modelsBody.safeParse(await this.call('GET', '/models', 'models'));
     if (!parsed.success) throw new MalformedResponseError('GET /models returned an unexpected body');
     return parsed.data.data.map((m) => m.id);
@@ -114,13 +126,12 @@ export class GatewayClient {
     body?: unknown,
     extraHeaders: Record<string, string> = {},
   ): Promise<unknown> {
-    await this.gate.pass();
     try {
       return await this.send(method, path, body, extraHeaders);
     } catch (err) {
       const error = err instanceof GatewayError ? err : new GatewayError(this.redact(String(err)));
-      if (error instanceof RateLimitError && error.retryAfterMs !== undefined)
-        this.gate.holdFor(error.retryAfterMs);
+      // Without a Retry-After the spec gives no wait; one second is the smallest a seconds header says.
+      if (error instanceof RateLimitError) this.pacer.rateLimited(error.retryAfterMs ?? 1000);
       this.options.onError?.(error, operation);
       throw error;
     }

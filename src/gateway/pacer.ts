@@ -1,0 +1,221 @@
+// One pacer per worker process in front of every gateway call. The gateway's limits are "not shown" in the
+// spec, so the pacer discovers them: it ramps up while calls queue (slow start), takes the send rate at a
+// 429 as the ceiling, settles just under it, and after a quiet plateau probes higher, faster and faster. The plateau doubles
+// each time a 429 confirms the same ceiling (a steady limit costs few 429s) and is short again when the
+// limit moved (a limit that was lowered for a while is soon used in full again). After a 429, every call
+// from this worker waits out the Retry-After. Submissions go before status checks: a job's latency clock
+// starts when it is submitted, and a later status check is more likely to find it finished.
+import { PacerBusyError } from '../errors';
+
+export type CallKind = 'submit' | 'status';
+
+export interface PacerOptions {
+  /** Requests/second before anything is known. */
+  initialRate?: number;
+  /** Upper bound on the rate (a gateway without limits). */
+  maxRate?: number;
+  /** Fraction of the ceiling to settle at. */
+  headroom?: number;
+  /** Shortest quiet plateau after a 429 before probing above the ceiling (default 5 s). */
+  plateauMs?: number;
+  now?: () => number;
+}
+
+interface Waiter {
+  kind: CallKind;
+  resolve: () => void;
+  timer: ReturnType<typeof setTimeout> | undefined;
+}
+
+const SLOW_START = 2; // × per saturated second until the first 429
+const APPROACH = 1.1; // × per saturated second towards the settle point
+// Once the plateau is over the rate grows by 5% per saturated second at first, 5 points more each second
+// (capped at 2×): a steady limit is met again within a second or two, a lifted one is back in full in ~10 s.
+const PROBE_START = 0.05;
+const PROBE_ACCEL = 0.05;
+const CUT = 0.7; // rate after a 429, as a share of the ceiling
+const SAME_CEILING = 0.15; // a new ceiling this close to the last one confirms it
+const MAX_PLATEAU_MS = 120_000;
+const MIN_RATE = 0.5;
+const SAME_EPISODE_MS = 2000; // 429s this soon after a cut answer requests sent before it
+// The send rate at a 429 is measured over this long. A short window still sees the gateway's burst allowance
+// (so the first ceiling is high), but it does not see the slow-start ramp (which would make it far too low);
+// each later 429 at the settle point takes the ceiling 5% lower, so it converges from above in a few steps.
+const RATE_WINDOW_MS = 2000;
+
+export class RequestPacer {
+  private rate: number;
+  private ceiling: number | undefined;
+  private tokens = 1;
+  private refilledAt: number;
+  private grownAt: number;
+  private holdUntil = 0;
+  private cutAt = Number.NEGATIVE_INFINITY;
+  private plateauMs: number;
+  private confirmations = 0;
+  /** When each caller turned away is due back (ms epoch): counted so that they come back spread out. */
+  private promised: number[] = [];
+  private readonly sent: number[] = [];
+  private readonly queues: Record<CallKind, Waiter[]> = { submit: [], status: [] };
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private readonly maxRate: number;
+  private readonly headroom: number;
+  private readonly minPlateauMs: number;
+  private readonly now: () => number;
+
+  constructor(options: PacerOptions = {}) {
+    this.now = options.now ?? Date.now;
+    this.rate = options.initialRate ?? 4;
+    this.maxRate = options.maxRate ?? 1000;
+    this.headroom = options.headroom ?? 0.95;
+    this.minPlateauMs = this.plateauMs = options.plateauMs ?? 5000;
+    this.refilledAt = this.grownAt = this.now();
+  }
+
+  /** Current pace and what it has learned, for logs, metrics and tests. */
+  snapshot(): { rate: number; ceiling: number | undefined; queued: number; holdMs: number } {
+    return {
+      rate: this.rate,
+      ceiling: this.ceiling,
+      queued: this.queues.submit.length + this.queues.status.length,
+      holdMs: Math.max(0, this.holdUntil - this.now()),
+    };
+  }
+
+  /**
+   * Resolves when the call may be sent. Rejects with PacerBusyError (carrying when to come back) when the
+   * wait would exceed `maxWaitMs`, so an activity never sits in the queue past its own timeout.
+   */
+  acquire(kind: CallKind, maxWaitMs: number): Promise<void> {
+    this.refill();
+    if (this.queuedAhead(kind) === 0 && this.now() >= this.holdUntil && this.tokens >= 1) {
+      this.take();
+      return Promise.resolve();
+    }
+    const estimate = this.estimateWait(kind);
+    if (estimate > maxWaitMs) return Promise.reject(this.busy(kind, maxWaitMs));
+    return new Promise((resolve, reject) => {
+      // Later submissions can overtake a queued status check, so its wait is bounded by a timer too.
+      const expire = () => {
+        const queue = this.queues[kind];
+        queue.splice(queue.indexOf(waiter), 1);
+        reject(this.busy(kind, maxWaitMs));
+      };
+      const waiter: Waiter = {
+        kind,
+        resolve,
+        timer: Number.isFinite(maxWaitMs) ? setTimeout(expire, maxWaitMs) : undefined,
+      };
+      this.queues[kind].push(waiter);
+      this.schedule();
+    });
+  }
+
+  /**
+   * A call got 429: hold every call for Retry-After and, once per episode, lower the ceiling, but only when
+   * this worker was sending at its pace (otherwise its pace is not what the gateway refused).
+   */
+  rateLimited(retryAfterMs: number): void {
+    const now = this.now();
+    this.holdUntil = Math.max(this.holdUntil, now + retryAfterMs);
+    const sending = this.recentSendRate();
+    // Compared with the ceiling too: while probing, the rate grows faster than a measured send rate follows.
+    const pace = Math.min(this.rate, this.ceiling ?? this.rate);
+    if (now - this.cutAt >= SAME_EPISODE_MS && (this.ceiling === undefined || sending >= 0.8 * pace)) {
+      const ceiling = Math.max(MIN_RATE, Math.min(this.rate, sending || this.rate));
+      const confirmed =
+        this.ceiling !== undefined && Math.abs(ceiling - this.ceiling) <= SAME_CEILING * this.ceiling;
+      this.confirmations = confirmed ? this.confirmations + 1 : 0;
+      this.plateauMs = Math.min(MAX_PLATEAU_MS, this.minPlateauMs * 2 ** this.confirmations);
+      this.ceiling = ceiling;
+      this.rate = Math.max(MIN_RATE, ceiling * CUT);
+      this.cutAt = now;
+    }
+    this.schedule();
+  }
+
+  private queuedAhead(kind: CallKind): number {
+    return kind === 'submit'
+      ? this.queues.submit.length
+      : this.queues.submit.length + this.queues.status.length;
+  }
+
+  private estimateWait(kind: CallKind): number {
+    const hold = Math.max(0, this.holdUntil - this.now());
+    return hold + ((this.queuedAhead(kind) + 1 - Math.min(1, this.tokens)) / this.rate) * 1000;
+  }
+
+  /**
+   * Turns a caller away with a time to come back: after the queue and the callers already turned away, at
+   * today's rate, jittered. Capped, because while the pace is still growing today's rate overstates the wait.
+   */
+  private busy(kind: CallKind, maxWaitMs: number): PacerBusyError {
+    const now = this.now();
+    this.promised = this.promised.filter((t) => t > now);
+    const horizon = this.estimateWait(kind) + (this.promised.length / this.rate) * 1000;
+    const cap = Math.max(5000, 3 * Math.min(maxWaitMs, 60_000));
+    const delay = Math.round(Math.min(cap, horizon) * (0.9 + 0.2 * Math.random()));
+    this.promised.push(now + delay);
+    return new PacerBusyError(delay);
+  }
+
+  private refill(): void {
+    const now = this.now();
+    const burst = Math.max(1, this.rate / 10);
+    this.tokens = Math.min(burst, this.tokens + ((now - this.refilledAt) / 1000) * this.rate);
+    this.refilledAt = now;
+  }
+
+  private take(): void {
+    this.tokens -= 1;
+    const now = this.now();
+    this.sent.push(now);
+    while (this.sent.length > 0 && this.sent[0]! < now - RATE_WINDOW_MS) this.sent.shift();
+  }
+
+  private recentSendRate(): number {
+    const now = this.now();
+    return (this.sent.filter((t) => t >= now - RATE_WINDOW_MS).length * 1000) / RATE_WINDOW_MS;
+  }
+
+  /** Raises the rate for time spent with calls waiting (never while idle, so an unused rate never grows). */
+  private grow(saturated: boolean): void {
+    const now = this.now();
+    const dt = Math.min(1, (now - this.grownAt) / 1000);
+    this.grownAt = now;
+    if (!saturated || now < this.holdUntil) return;
+    if (this.ceiling === undefined) {
+      this.rate = Math.min(this.maxRate, this.rate * Math.pow(SLOW_START, dt));
+      return;
+    }
+    const settle = this.ceiling * this.headroom;
+    const probingS = (now - this.cutAt - this.plateauMs) / 1000;
+    if (probingS >= 0) {
+      const growth = Math.min(2, 1 + PROBE_START + PROBE_ACCEL * probingS);
+      this.rate = Math.min(this.maxRate, Math.max(settle, this.rate) * Math.pow(growth, dt));
+    } else if (this.rate < settle) {
+      this.rate = Math.min(settle, this.rate * Math.pow(APPROACH, dt));
+    }
+  }
+
+  private dispatch(): void {
+    this.timer = undefined;
+    this.refill();
+    const waiting = () => this.queues.submit.length + this.queues.status.length;
+    this.grow(waiting() > 0);
+    while (waiting() > 0 && this.now() >= this.holdUntil && this.tokens >= 1) {
+      const waiter = (this.queues.submit.length > 0 ? this.queues.submit : this.queues.status).shift()!;
+      clearTimeout(waiter.timer);
+      this.take();
+      waiter.resolve();
+    }
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.timer || this.queues.submit.length + this.queues.status.length === 0) return;
+    const untilToken = ((1 - Math.min(1, this.tokens)) / this.rate) * 1000;
+    const delay = Math.max(this.holdUntil - this.now(), untilToken, 1);
+    this.timer = setTimeout(() => this.dispatch(), delay);
+  }
+}
