@@ -53,8 +53,11 @@ export class RequestPacer {
   private cutAt = Number.NEGATIVE_INFINITY;
   private plateauMs: number;
   private confirmations = 0;
-  /** When each caller turned away is due back (ms epoch): counted so that they come back spread out. */
-  private promised: number[] = [];
+  /**
+   * When each caller turned away is due back (ms epoch), by kind: counted so that they come back spread
+   * out, and so that status checks do not take the slots of submissions due back soon.
+   */
+  private readonly promised: Record<CallKind, number[]> = { submit: [], status: [] };
   private readonly sent: number[] = [];
   private readonly queues: Record<CallKind, Waiter[]> = { submit: [], status: [] };
   private timer: ReturnType<typeof setTimeout> | undefined;
@@ -88,11 +91,11 @@ export class RequestPacer {
    */
   acquire(kind: CallKind, maxWaitMs: number): Promise<void> {
     this.refill();
-    if (this.queuedAhead(kind) === 0 && this.now() >= this.holdUntil && this.tokens >= 1) {
+    if (this.queuedAhead(kind, maxWaitMs) === 0 && this.now() >= this.holdUntil && this.tokens >= 1) {
       this.take();
       return Promise.resolve();
     }
-    const estimate = this.estimateWait(kind);
+    const estimate = this.estimateWait(kind, maxWaitMs);
     if (estimate > maxWaitMs) return Promise.reject(this.busy(kind, maxWaitMs));
     return new Promise((resolve, reject) => {
       // Later submissions can overtake a queued status check, so its wait is bounded by a timer too.
@@ -134,28 +137,37 @@ export class RequestPacer {
     this.schedule();
   }
 
-  private queuedAhead(kind: CallKind): number {
-    return kind === 'submit'
-      ? this.queues.submit.length
-      : this.queues.submit.length + this.queues.status.length;
+  /** Calls that go before one of `kind` arriving now and waiting up to `withinMs`. */
+  private queuedAhead(kind: CallKind, withinMs: number): number {
+    if (kind === 'submit') return this.queues.submit.length;
+    return this.queues.submit.length + this.queues.status.length + this.promisedWithin('submit', withinMs);
   }
 
-  private estimateWait(kind: CallKind): number {
+  private promisedWithin(kind: CallKind, withinMs: number): number {
+    const now = this.now();
+    this.promised[kind] = this.promised[kind].filter((t) => t > now);
+    return this.promised[kind].filter((t) => t <= now + withinMs).length;
+  }
+
+  private estimateWait(kind: CallKind, withinMs: number): number {
     const hold = Math.max(0, this.holdUntil - this.now());
-    return hold + ((this.queuedAhead(kind) + 1 - Math.min(1, this.tokens)) / this.rate) * 1000;
+    return hold + ((this.queuedAhead(kind, withinMs) + 1 - Math.min(1, this.tokens)) / this.rate) * 1000;
   }
 
   /**
    * Turns a caller away with a time to come back: after the queue and the callers already turned away, at
-   * today's rate, jittered. Capped, because while the pace is still growing today's rate overstates the wait.
+   * today's rate, jittered. Capped during slow start, where today's rate overstates the wait.
    */
   private busy(kind: CallKind, maxWaitMs: number): PacerBusyError {
     const now = this.now();
-    this.promised = this.promised.filter((t) => t > now);
-    const horizon = this.estimateWait(kind) + (this.promised.length / this.rate) * 1000;
-    const cap = Math.max(5000, 3 * Math.min(maxWaitMs, 60_000));
+    // Behind everything queued and everything due back that goes before this kind.
+    const due =
+      this.promisedWithin('submit', Infinity) +
+      (kind === 'status' ? this.promisedWithin('status', Infinity) : 0);
+    const horizon = this.estimateWait(kind, 0) + (due / this.rate) * 1000;
+    const cap = this.ceiling === undefined ? Math.max(5000, 3 * Math.min(maxWaitMs, 60_000)) : Infinity;
     const delay = Math.round(Math.min(cap, horizon) * (0.9 + 0.2 * Math.random()));
-    this.promised.push(now + delay);
+    this.promised[kind].push(now + delay);
     return new PacerBusyError(delay);
   }
 
