@@ -139,9 +139,11 @@ export function createActivities(deps: ActivityDeps) {
      */
     async pollJob({ jobId, submittedAt, poll }: PollInput): Promise<PollOutcome> {
       const { attempt } = Context.current().info;
-      const dueMs = poll.adaptive === false ? undefined : latency.quantile(0.9);
+      const adaptive = poll.adaptive !== false;
+      const dueMs = adaptive ? latency.dueAge() : undefined;
       const age = now() - submittedAt;
-      const untilFirstPoll = (dueMs ?? poll.firstPollMs) - age;
+      const untilFirstPoll =
+        ((adaptive ? latency.firstCheckAge(jobId) : undefined) ?? poll.firstPollMs) - age;
       if (untilFirstPoll > 0) {
         throw ApplicationFailure.create({
           type: FailureType.JobNotFinished,
@@ -161,8 +163,7 @@ export function createActivities(deps: ActivityDeps) {
         throw toFailure(err, { rateLimitToWorkflow: false, retryDelayMs });
       }
       const checkedAge = now() - submittedAt;
-      if (job.status === 'completed' || job.status === 'failed') latency.finished(jobId, checkedAge);
-      else latency.stillRunning(jobId, checkedAge);
+      latency.checked(jobId, checkedAge, job.status === 'completed' || job.status === 'failed');
       if (job.status === 'completed') {
         count('vidbatch_jobs_finished', { status: 'succeeded', code: '' });
         return { status: 'succeeded', url: job.url, polls: attempt };

@@ -1,60 +1,90 @@
-// What this worker has seen of job latency, so that each job is checked about when it is likely finished
-// rather than on a fixed schedule (every status check spends the same rate budget as a submission). Each
-// check of a running job ("still running at age a") and each first sight of a finished one ("finished by
-// age b") feed a Kaplan-Meier estimate of P(finished by age t), in which running jobs are censored; that
-// keeps the early estimate honest while only the fastest jobs have finished. Ages are upper bounds (a job
-// is seen finished at a check, not when it finished), so the estimate errs late, which costs a little
-// latency and no requests.
+// What this worker has seen of job latency, so that each job is first checked about when it is likely
+// finished rather than on a fixed schedule (every status check spends the same rate budget as a submission).
+// The gateway gives no timestamps, only "finished or not" at the moment of a check, so the estimate uses
+// each job's first check alone: (age at the check, finished?). Their timing does not depend on the job's
+// own latency, so an isotonic fit of "finished" against age (pool-adjacent-violators) estimates P(finished
+// by age t) without bias, even when checks are late because the gateway or the worker is busy. Later checks
+// of slow jobs are left out on purpose: counting them would bias the estimate towards slow jobs, and
+// recording when a job was *seen* finished would let delays feed back into ever later checks.
 
-const RECENT_FINISHED = 200;
-const RUNNING_CAP = 5000;
-const MIN_FINISHED = 10;
+const RECENT = 400;
+const MIN_CHECKS = 20;
+const TARGET = 0.9;
+/** A share of jobs is checked earlier than the estimate, so that it can move down as well as up. */
+const EXPLORE_SHARE = 0.2;
+const EXPLORE_FROM = 0.6;
+/** While no age reaches the target, the next first checks go this much later than the latest one. */
+const EXPAND = 1.25;
 const CACHE_MS = 1000;
 
 export class LatencyTracker {
-  private readonly finishedAges: number[] = [];
-  /** Job id → age at its latest "still running" check. */
-  private readonly runningAges = new Map<string, number>();
-  private cached: { at: number; q: number; value: number | undefined } | undefined;
+  private readonly checks: { age: number; finished: boolean }[] = [];
+  /** Jobs this worker has checked at least once, so that only first checks are counted. */
+  private readonly seen = new Set<string>();
+  private cached: { at: number; value: number | undefined } | undefined;
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  stillRunning(jobId: string, ageMs: number): void {
-    this.runningAges.delete(jobId);
-    this.runningAges.set(jobId, ageMs);
-    if (this.runningAges.size > RUNNING_CAP) this.runningAges.delete(this.runningAges.keys().next().value!);
+  /** Records a status check of `jobId` at `ageMs` after submission. */
+  checked(jobId: string, ageMs: number, finished: boolean): void {
+    if (this.seen.has(jobId)) {
+      if (finished) this.seen.delete(jobId);
+      return;
+    }
+    if (!finished) this.seen.add(jobId);
+    if (this.seen.size > 10_000) this.seen.clear();
+    this.checks.push({ age: ageMs, finished });
+    if (this.checks.length > RECENT) this.checks.shift();
   }
 
-  finished(jobId: string, ageMs: number): void {
-    this.runningAges.delete(jobId);
-    this.finishedAges.push(ageMs);
-    if (this.finishedAges.length > RECENT_FINISHED) this.finishedAges.shift();
+  /**
+   * The age at which to check `jobId` first: the age by which 90% of jobs have finished, or earlier for the
+   * share of jobs that explore. Undefined while too little is known (the configured schedule applies).
+   */
+  firstCheckAge(jobId: string): number | undefined {
+    const due = this.dueAge();
+    if (due === undefined) return undefined;
+    const h = hash(jobId);
+    return h < EXPLORE_SHARE ? due * (EXPLORE_FROM + (1 - EXPLORE_FROM) * (h / EXPLORE_SHARE)) : due;
   }
 
-  /** The age by which a share `q` of jobs have finished, or undefined while too little is known. */
-  quantile(q: number): number | undefined {
+  /** The age by which 90% of jobs have finished (see the top of this file), cached for a second. */
+  dueAge(): number | undefined {
     const now = this.now();
-    if (this.cached && this.cached.q === q && now - this.cached.at < CACHE_MS) return this.cached.value;
-    this.cached = { at: now, q, value: this.estimate(q) };
+    if (this.cached && now - this.cached.at < CACHE_MS) return this.cached.value;
+    this.cached = { at: now, value: this.estimate() };
     return this.cached.value;
   }
 
-  private estimate(q: number): number | undefined {
-    if (this.finishedAges.length < MIN_FINISHED) return undefined;
-    // Events before censorings at equal ages, as Kaplan-Meier requires.
-    const observations = [
-      ...this.finishedAges.map((age) => ({ age, event: true })),
-      ...[...this.runningAges.values()].map((age) => ({ age, event: false })),
-    ].sort((a, b) => a.age - b.age || Number(b.event) - Number(a.event));
-    let atRisk = observations.length;
-    let survival = 1;
-    for (const { age, event } of observations) {
-      if (event) {
-        survival *= 1 - 1 / atRisk;
-        if (survival <= 1 - q) return age;
+  private estimate(): number | undefined {
+    if (this.checks.length < MIN_CHECKS) return undefined;
+    const sorted = [...this.checks].sort((a, b) => a.age - b.age);
+    // Pool adjacent violators: blocks of (mean finished share, count, last age), means non-decreasing.
+    const blocks: { mean: number; n: number; age: number }[] = [];
+    for (const { age, finished } of sorted) {
+      blocks.push({ mean: finished ? 1 : 0, n: 1, age });
+      while (blocks.length > 1 && blocks[blocks.length - 2]!.mean >= blocks[blocks.length - 1]!.mean) {
+        const b = blocks.pop()!;
+        const a = blocks.pop()!;
+        blocks.push({ mean: (a.mean * a.n + b.mean * b.n) / (a.n + b.n), n: a.n + b.n, age: b.age });
       }
-      atRisk -= 1;
     }
-    return undefined;
+    // The first block reaching the target: its ages are where the fitted share crosses it; take its first.
+    let start = 0;
+    for (const block of blocks) {
+      if (block.mean >= TARGET) return sorted[start]!.age;
+      start += block.n;
+    }
+    return sorted[sorted.length - 1]!.age * EXPAND;
   }
+}
+
+/** A stable number in [0, 1) per job id (FNV-1a). */
+function hash(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0) / 2 ** 32;
 }

@@ -166,7 +166,10 @@ export class RequestPacer {
       (kind === 'status' ? this.promisedWithin('status', Infinity) : 0);
     const horizon = this.estimateWait(kind, 0) + (due / this.rate) * 1000;
     const cap = this.ceiling === undefined ? Math.max(5000, 3 * Math.min(maxWaitMs, 60_000)) : Infinity;
-    const delay = Math.round(Math.min(cap, horizon) * (0.9 + 0.2 * Math.random()));
+    // Jittered ±10%; a capped wait is spread over 30-100% of the cap instead, or all would return at once.
+    const delay = Math.round(
+      horizon <= cap ? horizon * (0.9 + 0.2 * Math.random()) : cap * (0.3 + 0.7 * Math.random()),
+    );
     this.promised[kind].push(now + delay);
     return new PacerBusyError(delay);
   }
