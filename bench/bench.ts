@@ -27,7 +27,15 @@ const options = new Command('bench')
   )
   .addOption(new Option('--job-seconds <s>', 'mean job latency').argParser(Number).default(60))
   .addOption(new Option('--job-jitter <s>', '± job latency').argParser(Number).default(20))
-  .option('--scale', '10,000 prompts, 1 s jobs, no rate limit, window 200; no naive peer')
+  .option(
+    '--scale',
+    '10,000 prompts, 1 s jobs, no rate limit, window 200, worker heap capped at 256 MB; no naive peer',
+  )
+  .addOption(
+    new Option('--worker-heap <mb>', "the worker's --max-old-space-size (0: Node's default)").argParser(
+      Number,
+    ),
+  )
   .option('--no-peer', 'skip the naive peer')
   .option('--timeline', "print vidbatch's requests per 10 s (submits, status checks, 429s)")
   .option('--json', 'print JSON too')
@@ -40,6 +48,7 @@ const options = new Command('bench')
     scale?: boolean;
     peer: boolean;
     timeline?: boolean;
+    workerHeap?: number;
     json?: boolean;
   }>();
 
@@ -50,13 +59,15 @@ if (options.scale)
     jobSeconds: 1,
     jobJitter: 0.5,
     peer: false,
+    workerHeap: options.workerHeap ?? 256,
   });
 
 /** The worker runs as its own process, so that its peak RSS is its own. */
 function startWorker(
   env: Record<string, string>,
 ): Promise<{ pid: number; peakRssMb: () => number; stop: () => void }> {
-  const child = spawn(process.execPath, [CLI, 'worker'], {
+  const heap = options.workerHeap ? [`--max-old-space-size=${options.workerHeap}`] : [];
+  const child = spawn(process.execPath, [...heap, CLI, 'worker'], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -39,6 +39,9 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     ...(workflowBundle ? { workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
     activities: createActivities({ gateway, outRoot: options.outRoot ?? 'out' }),
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? 200,
+    // Explicit, because the SDK's default follows the heap limit: a worker run with a small
+    // --max-old-space-size would otherwise cache 10 workflows and replay the rest on every task.
+    maxCachedWorkflows: 600,
   });
 }
 

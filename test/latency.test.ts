@@ -65,7 +65,14 @@ describe('LatencyTracker', () => {
     const clock = { now: 0 };
     const tracker = new LatencyTracker(() => clock.now);
     const u = uniform(2);
-    runJobs(tracker, clock, 1500, () => u(40_000, 80_000), () => u(0, 10_000), 'a');
+    runJobs(
+      tracker,
+      clock,
+      1500,
+      () => u(40_000, 80_000),
+      () => u(0, 10_000),
+      'a',
+    );
     const due = tracker.dueAge()!;
     expect(due).toBeGreaterThan(65_000);
     expect(due).toBeLessThan(90_000);
@@ -75,8 +82,22 @@ describe('LatencyTracker', () => {
     const clock = { now: 0 };
     const tracker = new LatencyTracker(() => clock.now);
     const u = uniform(3);
-    runJobs(tracker, clock, 1000, () => u(40_000, 80_000), () => u(0, 2000), 'slow');
-    runJobs(tracker, clock, 1500, () => u(10_000, 20_000), () => u(0, 2000), 'fast');
+    runJobs(
+      tracker,
+      clock,
+      1000,
+      () => u(40_000, 80_000),
+      () => u(0, 2000),
+      'slow',
+    );
+    runJobs(
+      tracker,
+      clock,
+      1500,
+      () => u(10_000, 20_000),
+      () => u(0, 2000),
+      'fast',
+    );
     expect(tracker.dueAge()!).toBeLessThan(30_000);
   });
 });

@@ -1,10 +1,10 @@
 // One pacer per worker process in front of every gateway call. The gateway's limits are "not shown" in the
 // spec, so the pacer discovers them: it ramps up while calls queue (slow start), takes the send rate at a
-// 429 as the ceiling, settles just under it, and after a quiet plateau probes higher, faster and faster. The plateau doubles
-// each time a 429 confirms the same ceiling (a steady limit costs few 429s) and is short again when the
-// limit moved (a limit that was lowered for a while is soon used in full again). After a 429, every call
-// from this worker waits out the Retry-After. Submissions go before status checks: a job's latency clock
-// starts when it is submitted, and a later status check is more likely to find it finished.
+// 429 as the ceiling, settles just under it, and after a quiet plateau probes higher, faster and faster.
+// The plateau doubles each time a 429 confirms the same ceiling (a steady limit costs few 429s) and is
+// short again when the limit moved (a limit lowered for a while is soon used in full again). After a 429,
+// every call from this worker waits out the Retry-After. Submissions go before status checks: a job's
+// latency clock starts when it is submitted, and a later status check is more likely to find it finished.
 import { PacerBusyError } from '../errors';
 
 export type CallKind = 'submit' | 'status';
