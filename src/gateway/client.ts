@@ -72,22 +72,20 @@ export class GatewayClient {
    * the wait for the pacer (PacerBusyError beyond it).
    */
   async submit(body: GenerationRequest, idempotencyKey: string, maxWaitMs = Infinity): Promise<JobState> {
-    await this.pacer.acquire('submit', maxWaitMs);
-    const json = await this.call('POST', '/videos/generations', 'submit', body, {
+    const json = await this.call('POST', '/videos/generations', 'submit', maxWaitMs, body, {
       'idempotency-key': idempotencyKey,
     });
     return this.toJobState(json);
   }
 
   async getJob(jobId: string, maxWaitMs = Infinity): Promise<JobState> {
-    await this.pacer.acquire('status', maxWaitMs);
-    const json = await this.call('GET', `/videos/generations/${encodeURIComponent(jobId)}`, 'status');
+    const path = `/videos/generations/${encodeURIComponent(jobId)}`;
+    const json = await this.call('GET', path, 'status', maxWaitMs);
     return this.toJobState(json);
   }
 
   async listModels(): Promise<string[]> {
-    await this.pacer.acquire('status', Infinity);
-    const parsed = modelsBody.safeParse(await this.call('GET', '/models', 'models'));
+    const parsed = modelsBody.safeParse(await this.call('GET', '/models', 'models', Infinity));
     if (!parsed.success) throw new MalformedResponseError('GET /models returned an unexpected body');
     return parsed.data.data.map((m) => m.id);
   }
@@ -119,13 +117,16 @@ export class GatewayClient {
     return key ? text.split(key).join('[redacted]') : text;
   }
 
+  /** Every request goes through here: it waits for the pacer (submissions first), and tells it about 429s. */
   private async call(
     method: 'GET' | 'POST',
     path: string,
     operation: string,
+    maxWaitMs: number,
     body?: unknown,
     extraHeaders: Record<string, string> = {},
   ): Promise<unknown> {
+    await this.pacer.acquire(method === 'POST' ? 'submit' : 'status', maxWaitMs);
     try {
       return await this.send(method, path, body, extraHeaders);
     } catch (err) {
