@@ -12,8 +12,8 @@ import { Command, Option } from 'commander';
 import { historyStats } from '../src/operations';
 import { startSimulator, type SimulatorOptions } from '../src/simulator/server';
 import { startBatch, type Session, type StartBatchOptions } from '../src/starter';
-import { startDevServer } from '../src/temporal/dev-server';
-import { vbenchPrompts, writeVbenchCsv } from '../src/vbench';
+import { startDevServer } from '../src/dev-server/dev-server';
+import { vbenchPrompts, writeVbenchCsv } from './vbench';
 import { runNaivePeer } from './naive-peer';
 
 const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));

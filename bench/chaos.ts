@@ -13,8 +13,8 @@ import { Command, Option } from 'commander';
 import type { PromptResult } from '../src/shared';
 import { startSimulator } from '../src/simulator/server';
 import { startBatch, type Session } from '../src/starter';
-import { freePort, startDevServer, type DevServer } from '../src/temporal/dev-server';
-import { writeVbenchCsv } from '../src/vbench';
+import { freePort, startDevServer, type DevServer } from '../src/dev-server/dev-server';
+import { writeVbenchCsv } from './vbench';
 
 const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));
 const o = new Command('chaos')

@@ -1,10 +1,10 @@
 // The `vidbatch` command: parses arguments and calls library functions; no logic lives here.
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { startDevServer, DEFAULT_DB_FILE } from './temporal/dev-server';
+import { startDevServer, DEFAULT_DB_FILE } from './dev-server/dev-server';
 import { startSimulator } from './simulator/server';
 import { registerBatchCommands } from './commands';
 import { registerOperatorCommands } from './operate-commands';
-import { installRuntime, runtimeSettingsFromEnv } from './runtime';
+import { installRuntime, runtimeSettingsFromEnv } from './worker/runtime';
 
 const program = new Command('vidbatch')
   .description('Bulk video generation from CSV files, run durably on Temporal.')

@@ -1,11 +1,11 @@
 // Batch commands of the CLI. Each parses its flags and calls starter/worker/csv functions.
 import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
-import { loadCsv } from './csv';
+import { loadCsv } from './input/csv';
 import { ConfigError, CsvValidationError } from './errors';
-import { createProgressView } from './progress-view';
+import { createProgressView } from './cli/progress-view';
 import { DEFAULT_BATCH_OPTIONS } from './shared';
-import { plan } from './doctor';
+import { plan } from './input/plan';
 import {
   batchIdFor,
   followBatch,

@@ -3,7 +3,8 @@
 import { dirname, join } from 'node:path';
 import { Command, Option } from 'commander';
 import { EXIT, fail } from './commands';
-import { plan, runDoctor } from './doctor';
+import { runDoctor } from './cli/doctor';
+import { plan } from './input/plan';
 import {
   batchHandle,
   batchStatus,
@@ -16,10 +17,10 @@ import {
   resolveBatchId,
   type BatchStatus,
 } from './operations';
-import { createProgressView, progressLine } from './progress-view';
+import { createProgressView, progressLine } from './cli/progress-view';
 import { pauseSignal, resumeUpdate, setConcurrencyUpdate } from './shared';
 import { followBatch, openSession, startBatch, type Session } from './starter';
-import { loadValidCsv } from './csv';
+import { loadValidCsv } from './input/csv';
 
 /** Opens a session without a worker, runs `fn`, closes it; errors become exit codes. */
 async function withSession<T>(fn: (session: Session) => Promise<T>): Promise<T> {

@@ -12,7 +12,7 @@ import {
 } from '@temporalio/client';
 import { NativeConnection, type Worker, type WorkflowBundle } from '@temporalio/worker';
 import { loadGatewaySettings, loadTemporalSettings, type GatewaySettings } from './config';
-import { loadValidCsv, type ParsedCsv } from './csv';
+import { loadValidCsv, type ParsedCsv } from './input/csv';
 import { startSimulator, type Simulator, type SimulatorOptions } from './simulator/server';
 import {
   BatchIdAttr,
@@ -24,7 +24,7 @@ import {
   type BatchProgress,
   type BatchResult,
 } from './shared';
-import { DEFAULT_DB_FILE, startDevServer, type DevServer } from './temporal/dev-server';
+import { DEFAULT_DB_FILE, startDevServer, type DevServer } from './dev-server/dev-server';
 import { createWorker } from './worker';
 import { batchWorkflow } from './workflows';
 

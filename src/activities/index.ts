@@ -3,11 +3,11 @@
 import { resolve } from 'node:path';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { ApplicationFailureCategory } from '@temporalio/common';
-import { loadCsv } from '../csv';
-import { downloadVerified } from '../download';
+import { loadCsv } from '../input/csv';
+import { downloadVerified } from '../results/download';
 import { DownloadError, PacerBusyError } from '../errors';
 import type { GatewayClient } from '../gateway/client';
-import { appendResults, manifestPath } from '../manifest';
+import { appendResults, manifestPath } from '../results/manifest';
 import {
   FailureType,
   type DownloadedVideo,
@@ -17,7 +17,7 @@ import {
   type PromptRow,
   type SubmitResult,
 } from '../shared';
-import { toFailure } from './failures';
+import { toFailure } from './to-failure';
 import { LatencyTracker } from './latency';
 import { adaptiveDelayMs, pollDelayMs } from './poll-schedule';
 

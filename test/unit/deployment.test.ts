@@ -6,11 +6,11 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { SEARCH_ATTRIBUTES } from '../src/shared';
+import { SEARCH_ATTRIBUTES } from '../../src/shared';
 
 const run = promisify(execFile);
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const CLI = fileURLToPath(new URL('../../bin/vidbatch.mjs', import.meta.url));
 
 interface Service {
   command?: string[] | string;

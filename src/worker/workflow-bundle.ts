@@ -8,7 +8,7 @@ import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { defaultCacheDir } from './cli-binary';
+import { defaultCacheDir } from '../dev-server/cli-binary';
 
 const SRC_DIR = fileURLToPath(new URL('..', import.meta.url));
 const THIS_FILE = fileURLToPath(import.meta.url);

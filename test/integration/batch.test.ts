@@ -3,10 +3,10 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import { afterEach, describe, expect, it } from 'vitest';
-import { readManifest } from '../src/manifest';
-import { resumeSignal, resumeUpdate, setConcurrencyUpdate } from '../src/shared';
-import { startBatch } from '../src/starter';
-import { writeVbenchCsv } from '../src/vbench';
+import { readManifest } from '../../src/results/manifest';
+import { resumeSignal, resumeUpdate, setConcurrencyUpdate } from '../../src/shared';
+import { startBatch } from '../../src/starter';
+import { writeVbenchCsv } from '../../bench/vbench';
 import { FAST_POLL, historyEvents, testEnv, waitForProgress, type TestEnv } from './helpers';
 
 let env: TestEnv | undefined;
@@ -175,7 +175,7 @@ describe('batch workflow on the real dev server and simulator', () => {
     env = await testEnv({ jobSeconds: 1 });
     const keyFile = join(env.dir, 'key');
     await writeFile(keyFile, env.sim.apiKey);
-    const { loadGatewaySettings } = await import('../src/config');
+    const { loadGatewaySettings } = await import('../../src/config');
     const settings = loadGatewaySettings({
       GATEWAY_BASE_URL: env.sim.baseUrl,
       GATEWAY_API_KEY_FILE: keyFile,

@@ -5,9 +5,9 @@ import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { downloadVerified } from '../src/download';
-import { DownloadError } from '../src/errors';
-import { tinyMp4 } from '../src/simulator/mp4';
+import { downloadVerified } from '../../src/results/download';
+import { DownloadError } from '../../src/errors';
+import { tinyMp4 } from '../../src/simulator/mp4';
 
 const servers: Server[] = [];
 afterEach(() => {

@@ -6,13 +6,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'csv-stringify/sync';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseCsv } from '../src/csv';
-import { readManifest } from '../src/manifest';
-import { startBatch } from '../src/starter';
-import { writeVbenchCsv } from '../src/vbench';
+import { parseCsv } from '../../src/input/csv';
+import { readManifest } from '../../src/results/manifest';
+import { startBatch } from '../../src/starter';
+import { writeVbenchCsv } from '../../bench/vbench';
 import { cliEnv, FAST_POLL, testEnv, waitForProgress, type TestEnv } from './helpers';
 
-const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));
+const CLI = fileURLToPath(new URL('../../bin/vidbatch.mjs', import.meta.url));
 
 let env: TestEnv | undefined;
 afterEach(async () => {

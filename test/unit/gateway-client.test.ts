@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadGatewaySettings } from '../src/config';
+import { loadGatewaySettings } from '../../src/config';
 import {
   AuthenticationError,
   BadRequestError,
@@ -13,12 +13,12 @@ import {
   RateLimitError,
   ServerError,
   TimeoutError,
-} from '../src/errors';
-import { GatewayClient } from '../src/gateway/client';
-import { parseRetryAfter } from '../src/gateway/retry-after';
-import { canonicalStatus } from '../src/gateway/status';
-import { freePort } from '../src/temporal/dev-server';
-import { startSimulator, type Simulator, type SimulatorOptions } from '../src/simulator/server';
+} from '../../src/errors';
+import { GatewayClient } from '../../src/gateway/client';
+import { parseRetryAfter } from '../../src/gateway/retry-after';
+import { canonicalStatus } from '../../src/gateway/status';
+import { freePort } from '../../src/dev-server/dev-server';
+import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/server';
 
 const sims: Simulator[] = [];
 afterEach(async () => {

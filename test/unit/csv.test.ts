@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
-import { loadCsv, loadValidCsv, parseCsv } from '../src/csv';
-import { CsvValidationError } from '../src/errors';
-import { vbenchPrompts, writeVbenchCsv } from '../src/vbench';
+import { loadCsv, loadValidCsv, parseCsv } from '../../src/input/csv';
+import { CsvValidationError } from '../../src/errors';
+import { vbenchPrompts, writeVbenchCsv } from '../../bench/vbench';
 
 describe('parseCsv', () => {
   it('handles BOM, CRLF, quoted commas, quotes and newlines inside prompts', () => {

@@ -7,9 +7,9 @@ import { fileURLToPath } from 'node:url';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
-import { workflowBundle } from './helpers';
+import { workflowBundle } from '../integration/helpers';
 
-const DIR = fileURLToPath(new URL('./fixtures/histories/', import.meta.url));
+const DIR = fileURLToPath(new URL('../fixtures/histories/', import.meta.url));
 
 describe('replay of recorded histories', () => {
   it('replays every recorded batch and prompt history without non-determinism', async () => {

@@ -2,12 +2,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { readManifest } from '../src/manifest';
-import { startBatch } from '../src/starter';
-import { writeVbenchCsv } from '../src/vbench';
+import { readManifest } from '../../src/results/manifest';
+import { startBatch } from '../../src/starter';
+import { writeVbenchCsv } from '../../bench/vbench';
 import { cliEnv, FAST_POLL, testEnv, waitForProgress, type TestEnv } from './helpers';
 
-const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));
+const CLI = fileURLToPath(new URL('../../bin/vidbatch.mjs', import.meta.url));
 
 let env: TestEnv | undefined;
 const children: ChildProcess[] = [];

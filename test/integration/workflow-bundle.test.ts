@@ -2,8 +2,8 @@ import { mkdtemp, readFile, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cachedWorkflowBundle } from '../src/temporal/workflow-bundle';
-import { WORKFLOWS_PATH } from '../src/worker';
+import { cachedWorkflowBundle } from '../../src/worker/workflow-bundle';
+import { WORKFLOWS_PATH } from '../../src/worker';
 
 describe('cachedWorkflowBundle', () => {
   it('builds the bundle once per version of the code, in a child process, and reuses it', async () => {

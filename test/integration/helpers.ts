@@ -6,11 +6,11 @@ import { join } from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { bundleWorkflowCode, NativeConnection, type Worker, type WorkflowBundle } from '@temporalio/worker';
 import { inject } from 'vitest';
-import type { GatewaySettings } from '../src/config';
-import { startSimulator, type Simulator, type SimulatorOptions } from '../src/simulator/server';
-import type { BatchProgress, PollSchedule } from '../src/shared';
-import { getProgress, type Session } from '../src/starter';
-import { createWorker, WORKFLOWS_PATH } from '../src/worker';
+import type { GatewaySettings } from '../../src/config';
+import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/server';
+import type { BatchProgress, PollSchedule } from '../../src/shared';
+import { getProgress, type Session } from '../../src/starter';
+import { createWorker, WORKFLOWS_PATH } from '../../src/worker';
 
 let bundle: Promise<WorkflowBundle> | undefined;
 /** One workflow bundle per test process (bundling takes about a second). */

@@ -11,14 +11,14 @@ import { stringify } from 'csv-stringify/sync';
 import { resumeUpdate } from '../src/shared';
 import { startSimulator } from '../src/simulator/server';
 import { getProgress, startBatch, type Session } from '../src/starter';
-import { runCli } from '../src/temporal/cli-binary';
-import { startDevServer } from '../src/temporal/dev-server';
+import { runCli } from '../src/dev-server/cli-binary';
+import { startDevServer } from '../src/dev-server/dev-server';
 import { createWorker } from '../src/worker';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 const label = process.argv[2];
 if (!label) throw new Error('usage: npm run record-histories -- <label> (a new folder, e.g. v3-something)');
-const OUT = fileURLToPath(new URL(`./fixtures/histories/${label}/`, import.meta.url));
+const OUT = fileURLToPath(new URL(`../test/fixtures/histories/${label}/`, import.meta.url));
 const poll = { firstPollMs: 300, intervalMs: 200, backoff: 1.2, capMs: 1000, jitter: 0.1 };
 
 const server = await startDevServer({ dbFile: ':memory:', headless: true });

@@ -2,8 +2,8 @@ import { appendFile, mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { appendResults, manifestPath, readManifest } from '../src/manifest';
-import type { PromptResult } from '../src/shared';
+import { appendResults, manifestPath, readManifest } from '../../src/results/manifest';
+import type { PromptResult } from '../../src/shared';
 
 const result = (rowId: string, status: PromptResult['status'] = 'succeeded'): PromptResult => ({
   rowId,

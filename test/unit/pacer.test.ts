@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { PacerBusyError } from '../src/errors';
-import { GatewayClient } from '../src/gateway/client';
-import { RequestPacer } from '../src/gateway/pacer';
-import { startSimulator, type Simulator } from '../src/simulator/server';
+import { PacerBusyError } from '../../src/errors';
+import { GatewayClient } from '../../src/gateway/client';
+import { RequestPacer } from '../../src/gateway/pacer';
+import { startSimulator, type Simulator } from '../../src/simulator/server';
 
 const sims: Simulator[] = [];
 afterEach(async () => {

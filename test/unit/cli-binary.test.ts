@@ -2,8 +2,8 @@ import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { TemporalCliNotFoundError } from '../src/errors';
-import { findTemporalCli, TEMPORAL_CLI_VERSION } from '../src/temporal/cli-binary';
+import { TemporalCliNotFoundError } from '../../src/errors';
+import { findTemporalCli, TEMPORAL_CLI_VERSION } from '../../src/dev-server/cli-binary';
 
 async function fakeBinary(dir: string, name = 'temporal'): Promise<string> {
   await mkdir(dir, { recursive: true });

@@ -6,8 +6,8 @@ import { mkdir, open, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { request } from 'undici';
-import { DownloadError } from './errors';
-import type { DownloadedVideo } from './shared';
+import { DownloadError } from '../errors';
+import type { DownloadedVideo } from '../shared';
 
 async function size(path: string): Promise<number | undefined> {
   return stat(path).then(

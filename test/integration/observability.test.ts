@@ -5,11 +5,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'csv-stringify/sync';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startBatch } from '../src/starter';
-import { freePort } from '../src/temporal/dev-server';
+import { startBatch } from '../../src/starter';
+import { freePort } from '../../src/dev-server/dev-server';
 import { cliEnv, FAST_POLL, testEnv, type TestEnv } from './helpers';
 
-const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));
+const CLI = fileURLToPath(new URL('../../bin/vidbatch.mjs', import.meta.url));
 let env: TestEnv | undefined;
 let worker: ChildProcess | undefined;
 afterEach(async () => {

@@ -1,11 +1,11 @@
 // Pre-flight checks before an overnight run: gateway settings, key and models, Temporal, and the CSV.
 import { Connection } from '@temporalio/client';
-import { loadGatewaySettings, loadTemporalSettings } from './config';
-import { loadCsv } from './csv';
-import { AuthenticationError, PermissionDeniedError } from './errors';
-import { GatewayClient } from './gateway/client';
-import type { PromptRow } from './shared';
-import { findTemporalCli } from './temporal/cli-binary';
+import { loadGatewaySettings, loadTemporalSettings } from '../config';
+import { loadCsv } from '../input/csv';
+import { AuthenticationError, PermissionDeniedError } from '../errors';
+import { GatewayClient } from '../gateway/client';
+import type { PromptRow } from '../shared';
+import { findTemporalCli } from '../dev-server/cli-binary';
 
 export interface Check {
   name: string;
@@ -93,21 +93,4 @@ export async function runDoctor(env: NodeJS.ProcessEnv, csvPath?: string): Promi
     });
   }
   return checks;
-}
-
-/** What a run would submit: counts per model, resolution and duration. */
-export function plan(rows: PromptRow[]): {
-  rows: number;
-  byModel: Record<string, number>;
-  byResolution: Record<string, number>;
-  byDuration: Record<string, number>;
-} {
-  const count = (key: (r: PromptRow) => string) =>
-    rows.reduce<Record<string, number>>((acc, r) => ((acc[key(r)] = (acc[key(r)] ?? 0) + 1), acc), {});
-  return {
-    rows: rows.length,
-    byModel: count((r) => r.model),
-    byResolution: count((r) => String(r.parameters.resolution)),
-    byDuration: count((r) => String(r.parameters.duration)),
-  };
 }

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { looksLikeMp4 } from '../src/download';
-import { startSimulator, type Simulator, type SimulatorOptions } from '../src/simulator/server';
+import { looksLikeMp4 } from '../../src/results/download';
+import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/server';
 
 const sims: Simulator[] = [];
 afterEach(async () => {

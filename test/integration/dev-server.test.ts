@@ -5,8 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { SEARCH_ATTRIBUTES } from '../src/shared';
-import { startDevServer } from '../src/temporal/dev-server';
+import { SEARCH_ATTRIBUTES } from '../../src/shared';
+import { startDevServer } from '../../src/dev-server/dev-server';
 
 async function customSearchAttributes(address: string): Promise<Record<string, unknown>> {
   const connection = await Connection.connect({ address });
@@ -38,7 +38,7 @@ describe('the provisioned Temporal dev server', () => {
     const worker = await Worker.create({
       connection,
       taskQueue,
-      workflowsPath: fileURLToPath(new URL('./fixtures/hello-workflow.ts', import.meta.url)),
+      workflowsPath: fileURLToPath(new URL('../fixtures/hello-workflow.ts', import.meta.url)),
     });
     const client = new Client({ connection: await Connection.connect({ address }) });
     const result: unknown = await worker.runUntil(

@@ -5,10 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { readManifest } from '../src/manifest';
-import { writeVbenchCsv } from '../src/vbench';
+import { readManifest } from '../../src/results/manifest';
+import { writeVbenchCsv } from '../../bench/vbench';
 
-const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));
+const CLI = fileURLToPath(new URL('../../bin/vidbatch.mjs', import.meta.url));
 
 interface Run {
   code: number | null;
