@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { Command, Option } from 'commander';
-import type { PromptResult } from '../src/shared';
+import type { PromptResult } from '../src/contract/types';
 import { startSimulator } from '../src/simulator/server';
 import { startBatch, type Session } from '../src/starter';
 import { freePort, startDevServer, type DevServer } from '../src/dev-server/dev-server';

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { stringify } from 'csv-stringify/sync';
-import { resumeUpdate } from '../src/shared';
+import { resumeUpdate } from '../src/contract/messages';
 import { startSimulator } from '../src/simulator/server';
 import { getProgress, startBatch, type Session } from '../src/starter';
 import { runCli } from '../src/dev-server/cli-binary';

@@ -4,7 +4,7 @@ import { Command, Option } from 'commander';
 import { loadCsv } from './input/csv';
 import { ConfigError, CsvValidationError } from './errors';
 import { createProgressView } from './cli/progress-view';
-import { DEFAULT_BATCH_OPTIONS } from './shared';
+import { DEFAULT_BATCH_OPTIONS } from './contract/types';
 import { plan } from './input/plan';
 import {
   batchIdFor,

@@ -18,7 +18,7 @@ import {
   type BatchStatus,
 } from './operations';
 import { createProgressView, progressLine } from './cli/progress-view';
-import { pauseSignal, resumeUpdate, setConcurrencyUpdate } from './shared';
+import { pauseSignal, resumeUpdate, setConcurrencyUpdate } from './contract/messages';
 import { followBatch, openSession, startBatch, type Session } from './starter';
 import { loadValidCsv } from './input/csv';
 

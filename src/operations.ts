@@ -9,7 +9,7 @@ import { stringify } from 'csv-stringify/sync';
 import { loadCsv } from './input/csv';
 import { downloadVerified } from './results/download';
 import { manifestPath as manifestIn, readManifest } from './results/manifest';
-import type { BatchProgress, BatchResult, PromptResult } from './shared';
+import type { BatchProgress, BatchResult, PromptResult } from './contract/types';
 import { batchIdFor, getProgress } from './starter';
 import type { batchWorkflow } from './workflows';
 

@@ -14,16 +14,15 @@ import { NativeConnection, type Worker, type WorkflowBundle } from '@temporalio/
 import { loadGatewaySettings, loadTemporalSettings, type GatewaySettings } from './config';
 import { loadValidCsv, type ParsedCsv } from './input/csv';
 import { startSimulator, type Simulator, type SimulatorOptions } from './simulator/server';
+import { progressQuery } from './contract/messages';
+import { BatchIdAttr, StateAttr } from './contract/search-attributes';
 import {
-  BatchIdAttr,
   DEFAULT_BATCH_OPTIONS,
-  progressQuery,
-  StateAttr,
   type BatchInput,
   type BatchOptions,
   type BatchProgress,
   type BatchResult,
-} from './shared';
+} from './contract/types';
 import { DEFAULT_DB_FILE, startDevServer, type DevServer } from './dev-server/dev-server';
 import { createWorker } from './worker';
 import { batchWorkflow } from './workflows';

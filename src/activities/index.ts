@@ -8,15 +8,15 @@ import { downloadVerified } from '../results/download';
 import { DownloadError, PacerBusyError } from '../errors';
 import type { GatewayClient } from '../gateway/client';
 import { appendResults, manifestPath } from '../results/manifest';
-import {
-  FailureType,
-  type DownloadedVideo,
-  type PollOutcome,
-  type PollSchedule,
-  type PromptResult,
-  type PromptRow,
-  type SubmitResult,
-} from '../shared';
+import { FailureType } from '../contract/failures';
+import type {
+  DownloadedVideo,
+  PollOutcome,
+  PollSchedule,
+  PromptResult,
+  PromptRow,
+  SubmitResult,
+} from '../contract/types';
 import { toFailure } from './to-failure';
 import { LatencyTracker } from './latency';
 import { adaptiveDelayMs, pollDelayMs } from './poll-schedule';

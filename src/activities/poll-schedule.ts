@@ -1,4 +1,4 @@
-import type { PollSchedule } from '../shared';
+import type { PollSchedule } from '../contract/types';
 
 /**
  * Delay before the next status check after `attempt` (Temporal's activity attempt, 1-based; attempt 1 may

@@ -9,7 +9,7 @@ import {
   PermissionDeniedError,
   RateLimitError,
 } from '../errors';
-import { FailureType } from '../shared';
+import { FailureType } from '../contract/failures';
 
 export interface FailureOptions {
   /** true: a 429 fails the activity so the workflow can gate the batch; false: Temporal retries after Retry-After. */

@@ -4,7 +4,7 @@ import { loadGatewaySettings, loadTemporalSettings } from '../config';
 import { loadCsv } from '../input/csv';
 import { AuthenticationError, PermissionDeniedError } from '../errors';
 import { GatewayClient } from '../gateway/client';
-import type { PromptRow } from '../shared';
+import type { PromptRow } from '../contract/types';
 import { findTemporalCli } from '../dev-server/cli-binary';
 
 export interface Check {

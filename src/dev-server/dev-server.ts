@@ -8,7 +8,7 @@ import { dirname, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import { DevServerError } from '../errors';
-import { SEARCH_ATTRIBUTES } from '../shared';
+import { SEARCH_ATTRIBUTES } from '../contract/search-attributes';
 import { findTemporalCli, runCli, type FindCliOptions } from './cli-binary';
 
 export interface DevServerOptions extends FindCliOptions {

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { request } from 'undici';
 import { DownloadError } from '../errors';
-import type { DownloadedVideo } from '../shared';
+import type { DownloadedVideo } from '../contract/types';
 
 async function size(path: string): Promise<number | undefined> {
   return stat(path).then(

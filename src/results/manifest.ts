@@ -3,7 +3,7 @@
 // so the file stays correct under activity retries and worker crashes.
 import { appendFile, mkdir, open, readFile, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { PromptResult } from '../shared';
+import type { PromptResult } from '../contract/types';
 
 export const MANIFEST_FILE = 'manifest.jsonl';
 

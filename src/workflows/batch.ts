@@ -19,26 +19,27 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { FailureType } from '../contract/failures';
 import {
-  BatchIdAttr,
-  FailureType,
   pauseSignal,
   progressQuery,
   promptBlockedSignal,
   promptRateLimitedSignal,
   resumeSignal,
   resumeUpdate,
-  rowFields,
   setConcurrencyUpdate,
-  StateAttr,
   unblockSignal,
+} from '../contract/messages';
+import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
+import {
+  rowFields,
   type BatchCarry,
   type BatchInput,
   type BatchProgress,
   type BatchResult,
   type PromptResult,
   type PromptRow,
-} from '../shared';
+} from '../contract/types';
 import { promptWorkflow } from './prompt';
 import { progressMarkdown } from './progress-details';
 

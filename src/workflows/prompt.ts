@@ -15,18 +15,16 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { FailureType } from '../contract/failures';
+import { promptBlockedSignal, promptRateLimitedSignal, unblockSignal } from '../contract/messages';
+import { StateAttr } from '../contract/search-attributes';
 import {
-  FailureType,
-  promptBlockedSignal,
-  promptRateLimitedSignal,
   rowFields,
-  StateAttr,
-  unblockSignal,
   type PollOutcome,
   type PromptInput,
   type PromptResult,
   type SubmitResult,
-} from '../shared';
+} from '../contract/types';
 
 function applicationFailure(err: unknown): ApplicationFailure | undefined {
   return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause : undefined;

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readManifest } from '../../src/results/manifest';
-import { resumeSignal, resumeUpdate, setConcurrencyUpdate } from '../../src/shared';
+import { resumeSignal, resumeUpdate, setConcurrencyUpdate } from '../../src/contract/messages';
 import { startBatch } from '../../src/starter';
 import { writeVbenchCsv } from '../../bench/vbench';
 import { FAST_POLL, historyEvents, testEnv, waitForProgress, type TestEnv } from './helpers';

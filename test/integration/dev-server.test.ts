@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { SEARCH_ATTRIBUTES } from '../../src/shared';
+import { SEARCH_ATTRIBUTES } from '../../src/contract/search-attributes';
 import { startDevServer } from '../../src/dev-server/dev-server';
 
 async function customSearchAttributes(address: string): Promise<Record<string, unknown>> {

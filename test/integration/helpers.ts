@@ -8,7 +8,7 @@ import { bundleWorkflowCode, NativeConnection, type Worker, type WorkflowBundle 
 import { inject } from 'vitest';
 import type { GatewaySettings } from '../../src/config';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/server';
-import type { BatchProgress, PollSchedule } from '../../src/shared';
+import type { BatchProgress, PollSchedule } from '../../src/contract/types';
 import { getProgress, type Session } from '../../src/starter';
 import { createWorker, WORKFLOWS_PATH } from '../../src/worker';
 

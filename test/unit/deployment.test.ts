@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { SEARCH_ATTRIBUTES } from '../../src/shared';
+import { SEARCH_ATTRIBUTES } from '../../src/contract/search-attributes';
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { LatencyTracker } from '../../src/activities/latency';
 import { adaptiveDelayMs, pollDelayMs } from '../../src/activities/poll-schedule';
-import { DEFAULT_POLL_SCHEDULE } from '../../src/shared';
+import { DEFAULT_POLL_SCHEDULE } from '../../src/contract/types';
 
 /** A seeded uniform generator, so that these runs are the same every time. */
 function uniform(seed: number): (a: number, b: number) => number {

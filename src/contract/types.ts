@@ -1,32 +1,9 @@
-// Definitions shared by workflows, activities, worker and client. Imported by workflow code, so it must
-// stay free of Node built-ins and I/O.
-import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+// The data that crosses Temporal: workflow inputs and results, activity inputs and outputs, progress, and
+// their defaults. Imported by workflow code, so it must stay free of Node built-ins and I/O.
 
 export const DEFAULT_TASK_QUEUE = 'vidbatch';
 
-/** `ApplicationFailure.type` values thrown by activities; workflows branch on them. */
-export const FailureType = {
-  Unauthorized: 'Unauthorized',
-  Forbidden: 'Forbidden',
-  RateLimited: 'RateLimited',
-  InvalidRequest: 'InvalidRequest',
-  NotFound: 'NotFound',
-  JobNotFinished: 'JobNotFinished',
-  /** The worker's request pacer had no slot in time; retried later, nothing was sent. */
-  PacerBusy: 'PacerBusy',
-  CsvChanged: 'CsvChanged',
-} as const;
-
 export const DEFAULT_MODEL = 'modelfamily-1.0-r2v';
-
-/** Custom search attributes; the dev-server launcher and docker-compose register exactly these. */
-export const BatchIdAttr = defineSearchAttributeKey('BatchId', SearchAttributeType.KEYWORD);
-export const StateAttr = defineSearchAttributeKey('VidbatchState', SearchAttributeType.KEYWORD);
-export const SEARCH_ATTRIBUTES = [
-  { name: BatchIdAttr.name, type: 'Keyword' },
-  { name: StateAttr.name, type: 'Keyword' },
-] as const;
 
 /** One validated CSV row, as it travels through history. Never contains secrets. */
 export interface PromptRow {
@@ -241,26 +218,3 @@ export interface BatchResult {
   /** Which guard rail stopped the batch, if one did. */
   stoppedReason?: string;
 }
-
-/** Reasons a prompt can report to its batch. */
-export interface PromptBlocked {
-  rowId: string;
-  reason: string;
-}
-export interface PromptRateLimited {
-  rowId: string;
-  untilMs: number;
-}
-
-export const progressQuery = defineQuery<BatchProgress>('progress');
-/** Resume a paused batch, e.g. after the API key was fixed. */
-export const resumeSignal = defineSignal('resume');
-export const resumeUpdate = defineUpdate<BatchProgress>('resume');
-/** Pause a batch by hand: no new submissions, in-flight jobs keep being polled. */
-export const pauseSignal = defineSignal<[reason: string]>('pause');
-export const setConcurrencyUpdate = defineUpdate<BatchProgress, [concurrency: number]>('setConcurrency');
-/** From a prompt workflow to its batch. */
-export const promptBlockedSignal = defineSignal<[PromptBlocked]>('promptBlocked');
-export const promptRateLimitedSignal = defineSignal<[PromptRateLimited]>('promptRateLimited');
-/** From a batch to a blocked prompt: try again. */
-export const unblockSignal = defineSignal('unblock');
