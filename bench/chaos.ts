@@ -12,7 +12,8 @@ import { Client, Connection } from '@temporalio/client';
 import { Command, Option } from 'commander';
 import type { PromptResult } from '../src/contract/types';
 import { startSimulator } from '../src/simulator/server';
-import { startBatch, type Session } from '../src/starter';
+import { startBatch } from '../src/client/batches';
+import type { Session } from '../src/client/session';
 import { freePort, startDevServer, type DevServer } from '../src/dev-server/dev-server';
 import { writeVbenchCsv } from './vbench';
 

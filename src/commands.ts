@@ -6,14 +6,8 @@ import { ConfigError, CsvValidationError } from './errors';
 import { createProgressView } from './cli/progress-view';
 import { DEFAULT_BATCH_OPTIONS } from './contract/types';
 import { plan } from './input/plan';
-import {
-  batchIdFor,
-  followBatch,
-  openSession,
-  SIMULATED_JOB_SECONDS,
-  startBatch,
-  type StartBatchOptions,
-} from './starter';
+import { batchIdFor, followBatch, startBatch, type StartBatchOptions } from './client/batches';
+import { openSession, SIMULATED_JOB_SECONDS } from './client/session';
 import { runWorker } from './worker';
 
 /** Exit codes: documented in the README. */

@@ -5,21 +5,15 @@ import { Command, Option } from 'commander';
 import { EXIT, fail } from './commands';
 import { runDoctor } from './cli/doctor';
 import { plan } from './input/plan';
-import {
-  batchHandle,
-  batchStatus,
-  downloadBatch,
-  exportResults,
-  failedRowsCsv,
-  findManifest,
-  historyStats,
-  listBatches,
-  resolveBatchId,
-  type BatchStatus,
-} from './operations';
+import { batchStatus, findManifest, listBatches, type BatchStatus } from './client/batch-status';
+import { batchHandle, resolveBatchId } from './client/batches';
+import { historyStats } from './client/history-stats';
+import { downloadBatch } from './results/download';
+import { exportResults, failedRowsCsv } from './results/export';
 import { createProgressView, progressLine } from './cli/progress-view';
 import { pauseSignal, resumeUpdate, setConcurrencyUpdate } from './contract/messages';
-import { followBatch, openSession, startBatch, type Session } from './starter';
+import { followBatch, startBatch } from './client/batches';
+import { openSession, type Session } from './client/session';
 import { loadValidCsv } from './input/csv';
 
 /** Opens a session without a worker, runs `fn`, closes it; errors become exit codes. */

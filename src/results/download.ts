@@ -1,13 +1,15 @@
 // Verified downloads of finished videos: HTTP status, content type, size, MP4 signature, sha256. Partial
-// files resume with a Range request, and a verified file is never overwritten.
+// files resume with a Range request, and a verified file is never overwritten. Used for one video (the
+// downloadVideo activity) and for every video of a batch (`vidbatch download`).
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, open, rename, stat } from 'node:fs/promises';
+import { mkdir, open, rename, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { request } from 'undici';
 import { DownloadError } from '../errors';
 import type { DownloadedVideo } from '../contract/types';
+import { readManifest } from './manifest';
 
 async function size(path: string): Promise<number | undefined> {
   return stat(path).then(
@@ -104,4 +106,51 @@ export async function downloadVerified(
   }
   await rename(part, target);
   return { ...verified, file: target, reused: false };
+}
+
+export interface DownloadReport {
+  rowId: string;
+  file?: string;
+  sha256?: string;
+  bytes?: number;
+  reused?: boolean;
+  error?: string;
+}
+
+/**
+ * Downloads every succeeded row's video into `dir` (`<rowId>.mp4`), `concurrency` at a time, verifying each and
+ * skipping files already verified; writes `downloads.jsonl` there and returns one report per row.
+ */
+export async function downloadBatch(
+  manifest: string,
+  dir: string,
+  concurrency = 4,
+): Promise<DownloadReport[]> {
+  const rows = (await readManifest(manifest)).filter((r) => r.status === 'succeeded' && r.url);
+  const reports: DownloadReport[] = [];
+  let next = 0;
+  const worker = async () => {
+    for (let i = next++; i < rows.length; i = next++) {
+      const row = rows[i]!;
+      let report: DownloadReport = { rowId: row.rowId, error: 'not attempted' };
+      for (let attempt = 1; attempt <= 3; attempt++) {
+        try {
+          const got = await downloadVerified(row.url!, dir, `${row.rowId}.mp4`, {
+            expectedSha256: row.sha256,
+          });
+          report = { rowId: row.rowId, ...got };
+          break;
+        } catch (err) {
+          report = { rowId: row.rowId, error: (err as Error).message };
+          if (!(err as { retryable?: boolean }).retryable) break;
+          await new Promise((r) => setTimeout(r, 1000 * attempt));
+        }
+      }
+      reports.push(report);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, concurrency) }, worker));
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, 'downloads.jsonl'), reports.map((r) => JSON.stringify(r)).join('\n') + '\n');
+  return reports;
 }

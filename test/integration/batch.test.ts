@@ -5,7 +5,7 @@ import { stringify } from 'csv-stringify/sync';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readManifest } from '../../src/results/manifest';
 import { resumeSignal, resumeUpdate, setConcurrencyUpdate } from '../../src/contract/messages';
-import { startBatch } from '../../src/starter';
+import { startBatch } from '../../src/client/batches';
 import { writeVbenchCsv } from '../../bench/vbench';
 import { FAST_POLL, historyEvents, testEnv, waitForProgress, type TestEnv } from './helpers';
 

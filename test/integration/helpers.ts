@@ -9,7 +9,8 @@ import { inject } from 'vitest';
 import type { GatewaySettings } from '../../src/config';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/server';
 import type { BatchProgress, PollSchedule } from '../../src/contract/types';
-import { getProgress, type Session } from '../../src/starter';
+import { getProgress } from '../../src/client/batches';
+import type { Session } from '../../src/client/session';
 import { createWorker, WORKFLOWS_PATH } from '../../src/worker';
 
 let bundle: Promise<WorkflowBundle> | undefined;

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'csv-stringify/sync';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startBatch } from '../../src/starter';
+import { startBatch } from '../../src/client/batches';
 import { freePort } from '../../src/dev-server/dev-server';
 import { cliEnv, FAST_POLL, testEnv, type TestEnv } from './helpers';
 

@@ -8,7 +8,7 @@ import { stringify } from 'csv-stringify/sync';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseCsv } from '../../src/input/csv';
 import { readManifest } from '../../src/results/manifest';
-import { startBatch } from '../../src/starter';
+import { startBatch } from '../../src/client/batches';
 import { writeVbenchCsv } from '../../bench/vbench';
 import { cliEnv, FAST_POLL, testEnv, waitForProgress, type TestEnv } from './helpers';
 

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readManifest } from '../../src/results/manifest';
-import { startBatch } from '../../src/starter';
+import { startBatch } from '../../src/client/batches';
 import { writeVbenchCsv } from '../../bench/vbench';
 import { cliEnv, FAST_POLL, testEnv, waitForProgress, type TestEnv } from './helpers';
 
