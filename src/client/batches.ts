@@ -45,6 +45,14 @@ function definedOnly<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
+export interface StartedBatch {
+  handle: WorkflowHandle<typeof batchWorkflow>;
+  batchId: string;
+  /** The batch was already running or completed: this attached to it. */
+  attached: boolean;
+  csv: ParsedCsv;
+}
+
 /** Validates the CSV (nothing is submitted from a file with errors), then starts its batch or attaches to it. */
 export async function startBatch(
   session: Session,
@@ -52,12 +60,7 @@ export async function startBatch(
   options: StartBatchOptions = {},
   /** The file already parsed and validated by the caller, so it is not read twice. */
   parsed?: ParsedCsv,
-): Promise<{
-  handle: WorkflowHandle<typeof batchWorkflow>;
-  batchId: string;
-  attached: boolean;
-  csv: ParsedCsv;
-}> {
+): Promise<StartedBatch> {
   const csv = parsed ?? (await loadValidCsv(csvPath));
   const batchId = batchIdFor(csv);
   const { retryOf, ...rest } = options;
