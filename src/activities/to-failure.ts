@@ -8,7 +8,7 @@ import {
   NotFoundError,
   PermissionDeniedError,
   RateLimitError,
-} from '../errors';
+} from '../gateway/errors';
 import { FailureType } from '../contract/failures';
 
 export interface FailureOptions {

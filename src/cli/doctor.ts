@@ -2,7 +2,7 @@
 import { Connection } from '@temporalio/client';
 import { loadGatewaySettings, loadTemporalSettings } from '../config';
 import { loadCsv } from '../input/csv';
-import { AuthenticationError, PermissionDeniedError } from '../errors';
+import { AuthenticationError, PermissionDeniedError } from '../gateway/errors';
 import { GatewayClient } from '../gateway/client';
 import type { PromptRow } from '../contract/types';
 import { findTemporalCli } from '../dev-server/cli-binary';

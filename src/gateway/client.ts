@@ -3,19 +3,15 @@
 // error from errors.ts. Error text never carries the API key.
 import { request, type Dispatcher } from 'undici';
 import { z } from 'zod';
+import type { GatewaySettings } from '../config';
 import {
-  AuthenticationError,
-  BadRequestError,
   ConnectionError,
+  errorForStatus,
   GatewayError,
   MalformedResponseError,
-  NotFoundError,
-  PermissionDeniedError,
   RateLimitError,
-  ServerError,
   TimeoutError,
-} from '../errors';
-import type { GatewaySettings } from '../config';
+} from './errors';
 import { RequestPacer } from './pacer';
 import { parseRetryAfter } from './retry-after';
 import { canonicalStatus, type CanonicalStatus } from './status';
@@ -191,14 +187,12 @@ export class GatewayClient {
       parsedError.success ? (parsedError.data.error.message ?? code ?? '') : text.slice(0, 200),
     );
     const message = `${what}: ${statusCode}${detail ? ` ${detail}` : ''}`;
-    if (statusCode === 401) throw new AuthenticationError(message, statusCode, code);
-    if (statusCode === 403) throw new PermissionDeniedError(message, statusCode, code);
-    if (statusCode === 404) throw new NotFoundError(message, statusCode, code);
-    if (statusCode === 429) {
-      const header = response.headers['retry-after'];
-      throw new RateLimitError(message, parseRetryAfter(Array.isArray(header) ? header[0] : header), code);
-    }
-    if (statusCode >= 500) throw new ServerError(message, statusCode, code);
-    throw new BadRequestError(message, statusCode, code);
+    const header = response.headers['retry-after'];
+    throw errorForStatus(
+      statusCode,
+      message,
+      code,
+      statusCode === 429 ? parseRetryAfter(Array.isArray(header) ? header[0] : header) : undefined,
+    );
   }
 }

@@ -2,10 +2,10 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadGatewaySettings } from '../../src/config';
+import { ConfigError } from '../../src/errors';
 import {
   AuthenticationError,
   BadRequestError,
-  ConfigError,
   ConnectionError,
   MalformedResponseError,
   NotFoundError,
@@ -13,7 +13,7 @@ import {
   RateLimitError,
   ServerError,
   TimeoutError,
-} from '../../src/errors';
+} from '../../src/gateway/errors';
 import { GatewayClient } from '../../src/gateway/client';
 import { parseRetryAfter } from '../../src/gateway/retry-after';
 import { canonicalStatus } from '../../src/gateway/status';

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { PacerBusyError } from '../../src/errors';
+import { PacerBusyError } from '../../src/gateway/errors';
 import { GatewayClient } from '../../src/gateway/client';
 import { RequestPacer } from '../../src/gateway/pacer';
 import { startSimulator, type Simulator } from '../../src/simulator/server';
