@@ -112,14 +112,12 @@ export interface BatchCounts {
 
 export type PromptStatus = 'succeeded' | 'failed';
 
-export interface PromptResult {
+/** A row's own fields as its result carries them, so a failed row can be written back as an input row. */
+export interface RowFields extends Omit<PromptRow, 'id'> {
   rowId: string;
-  line: number;
-  prompt: string;
-  model: string;
-  /** The request's input and parameters, so a failed row can be written back as an input row. */
-  input: Record<string, unknown>;
-  parameters: Record<string, unknown>;
+}
+
+export interface PromptResult extends RowFields {
   status: PromptStatus;
   jobId?: string;
   url?: string;
@@ -138,10 +136,7 @@ export interface PromptResult {
   downloadError?: string;
 }
 
-/** The row's own fields of a PromptResult. */
-export function rowFields(
-  row: PromptRow,
-): Pick<PromptResult, 'rowId' | 'line' | 'prompt' | 'model' | 'input' | 'parameters'> {
+export function rowFields(row: PromptRow): RowFields {
   return {
     rowId: row.id,
     line: row.line,

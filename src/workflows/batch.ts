@@ -19,7 +19,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { FailureType } from '../contract/failures';
+import { RETRY_POLICIES } from '../contract/failures';
 import {
   pauseSignal,
   progressQuery,
@@ -55,7 +55,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   // Short timeouts: a call on a crashed worker is retried elsewhere after this long, not after minutes.
   const { readRows, recordResults } = proxyActivities<Activities>({
     startToCloseTimeout: options.activityTimeoutMs,
-    retry: { initialInterval: '1s', maximumInterval: '1m', nonRetryableErrorTypes: [FailureType.CsvChanged] },
+    retry: RETRY_POLICIES.batch,
   });
   const carry: BatchCarry = input.carry ?? {
     nextRow: 0,

@@ -15,7 +15,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { FailureType } from '../contract/failures';
+import { DEFAULT_RETRY_AFTER_MS, FailureType, RETRY_POLICIES } from '../contract/failures';
 import { promptBlockedSignal, promptRateLimitedSignal, unblockSignal } from '../contract/messages';
 import { StateAttr } from '../contract/search-attributes';
 import {
@@ -39,18 +39,7 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
   const { row, batchId, poll } = input;
   const { submitJob } = proxyActivities<Activities>({
     startToCloseTimeout: input.activityTimeoutMs,
-    retry: {
-      initialInterval: '2s',
-      backoffCoefficient: 2,
-      maximumInterval: '2m',
-      nonRetryableErrorTypes: [
-        FailureType.Unauthorized,
-        FailureType.Forbidden,
-        FailureType.RateLimited,
-        FailureType.InvalidRequest,
-        FailureType.NotFound,
-      ],
-    },
+    retry: RETRY_POLICIES.submitJob,
   });
 
   const parent = workflowInfo().parent;
@@ -92,7 +81,9 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
       }
       const failure = applicationFailure(err);
       if (failure?.type === FailureType.RateLimited) {
-        const { retryAfterMs } = (failure.details?.[0] ?? { retryAfterMs: 1000 }) as { retryAfterMs: number };
+        const { retryAfterMs } = (failure.details?.[0] ?? { retryAfterMs: DEFAULT_RETRY_AFTER_MS }) as {
+          retryAfterMs: number;
+        };
         if (batch)
           await batch.signal(promptRateLimitedSignal, { rowId: row.id, untilMs: Date.now() + retryAfterMs });
         rateLimits += 1;
@@ -135,16 +126,7 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
     const { pollJob } = proxyActivities<Activities>({
       startToCloseTimeout: input.activityTimeoutMs,
       scheduleToCloseTimeout: remaining,
-      retry: {
-        initialInterval: poll.intervalMs,
-        backoffCoefficient: 1,
-        nonRetryableErrorTypes: [
-          FailureType.Unauthorized,
-          FailureType.Forbidden,
-          FailureType.NotFound,
-          FailureType.InvalidRequest,
-        ],
-      },
+      retry: RETRY_POLICIES.pollJob(poll.intervalMs),
     });
     let outcome: PollOutcome;
     try {
@@ -193,7 +175,7 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
 async function download(input: PromptInput, url: string): Promise<Partial<PromptResult>> {
   const { downloadVideo } = proxyActivities<Activities>({
     startToCloseTimeout: '10m',
-    retry: { initialInterval: '2s', backoffCoefficient: 2, maximumAttempts: 6 },
+    retry: RETRY_POLICIES.downloadVideo,
   });
   try {
     return await downloadVideo.executeWithOptions({ summary: `download ${input.row.id}.mp4` }, [

@@ -1,7 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { LatencyTracker } from '../../src/activities/latency';
-import { adaptiveDelayMs, pollDelayMs } from '../../src/activities/poll-schedule';
-import { DEFAULT_POLL_SCHEDULE } from '../../src/contract/types';
 
 /** A seeded uniform generator, so that these runs are the same every time. */
 function uniform(seed: number): (a: number, b: number) => number {
@@ -99,22 +97,5 @@ describe('LatencyTracker', () => {
       'fast',
     );
     expect(tracker.dueAge()!).toBeLessThan(30_000);
-  });
-});
-
-describe('poll schedule', () => {
-  const poll = { ...DEFAULT_POLL_SCHEDULE, jitter: 0 };
-
-  it('backs off from the interval up to the cap before anything is learned', () => {
-    expect(pollDelayMs(poll, 2)).toBe(15_000);
-    expect(pollDelayMs(poll, 3)).toBe(22_500);
-    expect(pollDelayMs(poll, 20)).toBe(120_000);
-  });
-
-  it('once the latency is known, checks a late job again after a tenth of it, then less often', () => {
-    expect(adaptiveDelayMs(poll, 76_000, 76_000)).toBe(7600);
-    expect(adaptiveDelayMs(poll, 76_000, 176_000)).toBe(25_000);
-    expect(adaptiveDelayMs(poll, 76_000, 1_000_000)).toBe(120_000);
-    expect(adaptiveDelayMs(poll, 1000, 1000)).toBe(2000); // never below the floor
   });
 });
