@@ -172,8 +172,8 @@ describe('simulator: video jobs', () => {
     expect(r.error.code).toBe('content_moderation');
   });
 
-  it('returns the same job for a repeated Idempotency-Key and counts it', async () => {
-    const s = await sim();
+  it('returns the same job for a repeated Idempotency-Key when told to honour it, and counts it', async () => {
+    const s = await sim({ idempotency: true });
     const headers = { 'idempotency-key': 'batch-1:row-1' };
     const a = (await (await call(s, '/v1/videos/generations', { body: body(), headers })).json()) as {
       id: string;
