@@ -298,47 +298,49 @@ describe('deployment files', () => {
     expect(config['matching.enableFairness']).toEqual([{ value: true }]);
   });
 
-  it('workers stop within a grace period longer than a gateway call, and have a healthcheck', async () => {
+  it('workers stop within a grace period longer than their own shutdown, and have a readiness healthcheck', async () => {
     const { services } = await compose();
     const worker = services.worker!;
-    const timeoutMs = Number(
-      /GATEWAY_TIMEOUT_MS \?\? ([\d_]+)/.exec(await sourceText())?.[1]?.replace(/_/g, ''),
-    );
+    const source = await sourceText();
+    const timeoutMs = Number(/GATEWAY_TIMEOUT_MS \?\? ([\d_]+)/.exec(source)?.[1]?.replace(/_/g, ''));
     expect(timeoutMs).toBeGreaterThan(0);
-    expect(seconds(worker.stop_grace_period!)).toBeGreaterThan(timeoutMs / 1000);
+    // The worker's backstop: grace + gateway timeout + 5 s (src/worker.ts shutdownForceTime).
+    expect(source).toContain('shutdownForceTime: grace + options.gateway.timeoutMs + 5_000');
+    const graceMs = Number(worker.environment!.VIDBATCH_SHUTDOWN_GRACE_MS);
+    expect(graceMs).toBeGreaterThan(0);
+    expect(seconds(worker.stop_grace_period!)).toBeGreaterThan((graceMs + timeoutMs + 5000) / 1000);
     expect(worker.init).toBe(true);
     const [kind, program, flag, script] = worker.healthcheck!.test;
     expect([kind, program, flag]).toEqual(['CMD', 'node', '-e']);
-    const metrics = (worker.command as string[])[(worker.command as string[]).indexOf('--metrics') + 1]!;
-    expect(script).toContain(`http://127.0.0.1:${metrics.split(':')[1]}/metrics`);
+    expect(script).toContain('process.env.VIDBATCH_READY_FILE');
+    expect(worker.environment!.VIDBATCH_READY_FILE).toMatch(/^\//);
+    expect(worker.environment!.VIDBATCH_INPUT_ROOT).toBe('/data/batches');
+    expect(worker.volumes).toContain('./batches:/data/batches:ro');
   });
 
-  it("the workers' healthcheck passes against a real worker started as compose starts it", async () => {
-    // Loaded here rather than at the top: only this test needs a server and a socket.
+  it("the workers' healthcheck passes against a real worker started as compose starts it, and fails once it stops", async () => {
+    // Loaded here rather than at the top: only this test needs a server and a temporary folder.
     const { inject } = await import('vitest');
-    const { createServer } = await import('node:net');
-    const port = await new Promise<number>((resolve) => {
-      const probe = createServer().listen(0, '127.0.0.1', () => {
-        const { port } = probe.address() as { port: number };
-        probe.close(() => resolve(port));
-      });
-    });
+    const { mkdtemp } = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    const readyFile = `${await mkdtemp(`${tmpdir()}/vidbatch-health-`)}/worker.ready`;
     const { services } = await compose();
-    const script = services.worker!.healthcheck!.test[3]!.replace(':9464/', `:${port}/`);
+    const script = services.worker!.healthcheck!.test[3]!;
     const healthy = () =>
-      run(process.execPath, ['-e', script]).then(
+      run(process.execPath, ['-e', script], { env: { ...process.env, VIDBATCH_READY_FILE: readyFile } }).then(
         () => true,
         () => false,
       );
-    expect(await healthy(), 'nothing listens yet').toBe(false);
-    const worker = execFile(process.execPath, [CLI, 'worker', '--metrics', `127.0.0.1:${port}`], {
+    expect(await healthy(), 'no worker yet').toBe(false);
+    const worker = execFile(process.execPath, [CLI, ...(services.worker!.command as string[]).slice(0, 1)], {
       env: {
         ...process.env,
         TEMPORAL_ADDRESS: inject('temporalAddress'),
-        VIDBATCH_TASK_QUEUE: `deploy-health-${port}`,
+        VIDBATCH_TASK_QUEUE: `deploy-health-${process.pid}`,
         GATEWAY_BASE_URL: 'http://127.0.0.1:9/v1', // never called: no batch runs on this queue
         GATEWAY_API_KEY: '',
         GATEWAY_API_KEY_FILE: `${ROOT}deploy/simulator-api-key`,
+        VIDBATCH_READY_FILE: readyFile,
       },
     });
     try {
@@ -352,6 +354,7 @@ describe('deployment files', () => {
       worker.kill('SIGTERM');
       await new Promise((r) => (worker.exitCode === null ? worker.once('exit', r) : r(undefined)));
     }
+    expect(worker.exitCode, 'a stopped worker exits 0').toBe(0);
     expect(await healthy(), 'unhealthy once the worker is gone').toBe(false);
   });
 
