@@ -7,6 +7,10 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY bin ./bin
 COPY src ./src
 COPY tsconfig.json ./
+# /data holds the output root (VIDBATCH_OUT_ROOT=/data/out) and the CSV mount point (/data/batches). It is
+# made here and owned by the runtime user, so an empty named volume mounted on /data starts as a copy of it,
+# writable by `node`. A bind mount keeps the host's ownership instead: give it to uid 1000 (`node`).
+RUN mkdir -p /data/out /data/batches && chown -R node:node /data
 USER node
 ENTRYPOINT ["node", "bin/vidbatch.mjs"]
 CMD ["worker"]

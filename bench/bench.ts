@@ -108,6 +108,7 @@ const worker = await startWorker({
   GATEWAY_BASE_URL: simVidbatch.baseUrl,
   GATEWAY_API_KEY: simVidbatch.apiKey,
   VIDBATCH_OUT_ROOT: join(dir, 'out'),
+  VIDBATCH_INPUT_ROOT: dir,
 });
 const client = new Client({ connection: await Connection.connect({ address: server.address }) });
 const session: Session = { client, taskQueue: 'bench', namespace: 'default', close: async () => {} };

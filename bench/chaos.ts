@@ -51,6 +51,7 @@ const startWorker = () => {
       GATEWAY_API_KEY: sim.apiKey,
       GATEWAY_TIMEOUT_MS: '2000',
       VIDBATCH_OUT_ROOT: join(dir, 'out'),
+      VIDBATCH_INPUT_ROOT: dir,
       VIDBATCH_LOG_LEVEL: 'INFO',
     },
     stdio: ['ignore', 'pipe', 'pipe'],

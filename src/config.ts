@@ -1,7 +1,9 @@
 // Settings read once from the environment, failing fast with the name of what is missing. Gateway settings
 // follow the OpenAI convention (base URL ending in /v1 + key); Temporal's come from its own envconfig.
 import { readFileSync, statSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
+import type { PathRoots } from './activities/paths';
 import { ConfigError } from './errors';
 import { DEFAULT_TASK_QUEUE } from './contract/types';
 
@@ -30,8 +32,19 @@ export function loadGatewaySettings(env: NodeJS.ProcessEnv = process.env): Gatew
     throw new ConfigError(`GATEWAY_BASE_URL must be an http(s) URL ending in /v1, got "${rawUrl}"`);
   }
   let apiKey: () => string;
-  if (env.GATEWAY_API_KEY_FILE) apiKey = keyFromFile(env.GATEWAY_API_KEY_FILE);
-  else if (env.GATEWAY_API_KEY?.trim()) {
+  if (env.GATEWAY_API_KEY_FILE) {
+    apiKey = keyFromFile(env.GATEWAY_API_KEY_FILE);
+    // Read once now, so a missing, unreadable or empty secret stops the worker at start, not its first submit.
+    try {
+      apiKey();
+    } catch (err) {
+      if (err instanceof ConfigError) throw err;
+      const reason = (err as NodeJS.ErrnoException).code ?? String(err);
+      throw new ConfigError(
+        `GATEWAY_API_KEY_FILE (${env.GATEWAY_API_KEY_FILE}) cannot be read (${reason}): it must name a readable file holding the key`,
+      );
+    }
+  } else if (env.GATEWAY_API_KEY?.trim()) {
     const key = env.GATEWAY_API_KEY.trim();
     apiKey = () => key;
   } else
@@ -61,5 +74,48 @@ export function loadTemporalSettings(env: NodeJS.ProcessEnv = process.env): Temp
     namespace: namespace ?? 'default',
     taskQueue: env.VIDBATCH_TASK_QUEUE || DEFAULT_TASK_QUEUE,
     connectionOptions,
+  };
+}
+
+/** Default time a stopping worker gives running activities to finish before it cancels them. */
+export const DEFAULT_SHUTDOWN_GRACE_MS = 30_000;
+
+export interface WorkerSettings {
+  /** Root of the per-batch output folders (`<outRoot>/<batchId>`). */
+  outRoot: string;
+  /** Where the worker's activities may read CSVs and write results and videos. */
+  roots: PathRoots;
+  /** VIDBATCH_SHUTDOWN_GRACE_MS: how long a stopping worker lets running activities finish on their own. */
+  shutdownGraceMs: number;
+  /** VIDBATCH_READY_FILE: written while the worker polls, for a container healthcheck. */
+  readyFile: string | undefined;
+}
+
+/**
+ * A worker's own settings. Roots, relative to `cwd`: input VIDBATCH_INPUT_ROOT (default `cwd`) plus the out
+ * root (retry-failed writes its CSV there); out VIDBATCH_OUT_ROOT (or `outRoot`, default `out`); downloads
+ * VIDBATCH_DOWNLOAD_ROOT (default the out root).
+ */
+export function loadWorkerSettings(
+  env: NodeJS.ProcessEnv = process.env,
+  outRoot?: string,
+  cwd = process.cwd(),
+): WorkerSettings {
+  const out = resolve(cwd, outRoot || env.VIDBATCH_OUT_ROOT || 'out');
+  const graceText = env.VIDBATCH_SHUTDOWN_GRACE_MS?.trim();
+  const shutdownGraceMs = graceText ? Number(graceText) : DEFAULT_SHUTDOWN_GRACE_MS;
+  if (!Number.isFinite(shutdownGraceMs) || shutdownGraceMs < 0)
+    throw new ConfigError(
+      `VIDBATCH_SHUTDOWN_GRACE_MS must be a number of milliseconds >= 0, got "${graceText}"`,
+    );
+  return {
+    outRoot: out,
+    roots: {
+      input: [resolve(cwd, env.VIDBATCH_INPUT_ROOT || '.'), out],
+      out: [out],
+      download: [resolve(cwd, env.VIDBATCH_DOWNLOAD_ROOT || out)],
+    },
+    shutdownGraceMs,
+    readyFile: env.VIDBATCH_READY_FILE ? resolve(cwd, env.VIDBATCH_READY_FILE) : undefined,
   };
 }

@@ -56,3 +56,18 @@ export class DownloadError extends Error {
     super(message);
   }
 }
+
+/** Thrown by the worker's path checks (activities/paths.ts) when workflow input names a path outside the worker's roots. */
+export class PathNotAllowedError extends Error {
+  override name = 'PathNotAllowedError';
+  constructor(
+    readonly path: string,
+    readonly roots: string[],
+    readonly envVar: string,
+  ) {
+    super(
+      `${path} is outside the folders this worker may use (${roots.join(', ') || 'none'}); ` +
+        `put it under ${roots.length === 1 ? 'that folder' : 'one of them'} or set ${envVar} on the worker`,
+    );
+  }
+}

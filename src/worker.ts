@@ -1,9 +1,17 @@
 // The vidbatch worker: runs batch and prompt workflows and the gateway activities. `createWorker` is used by
 // `vidbatch worker`, by `vidbatch run` (in-process worker) and by the tests.
+import { rm, utimes, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { createActivities } from './activities';
-import { loadGatewaySettings, loadTemporalSettings, type GatewaySettings } from './config';
+import type { PathRoots } from './activities/paths';
+import {
+  DEFAULT_SHUTDOWN_GRACE_MS,
+  loadGatewaySettings,
+  loadTemporalSettings,
+  loadWorkerSettings,
+  type GatewaySettings,
+} from './config';
 import { ConfigError } from './errors';
 import { GatewayClient } from './gateway/client';
 import { announce } from './worker/runtime';
@@ -18,12 +26,17 @@ export interface CreateWorkerOptions {
   gateway: GatewaySettings;
   /** Root of the per-batch output folders; default `./out`. */
   outRoot?: string;
+  /** Where activities may read CSVs and write results and videos; undefined: anywhere (tests, embedding). */
+  roots?: PathRoots;
+  /** How long a stopping worker lets running activities finish on their own; default 30 s. */
+  shutdownGraceMs?: number;
   /** A prebuilt bundle (tests build one per run); default: the cached bundle of `src/workflows`. */
   workflowBundle?: WorkflowBundle;
   maxConcurrentActivities?: number;
 }
 
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
+  const grace = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
   const gateway = new GatewayClient(options.gateway);
   const workflowBundle =
     options.workflowBundle ??
@@ -37,23 +50,35 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     ...(workflowBundle ? { workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-    activities: createActivities({ gateway, outRoot: options.outRoot ?? 'out' }),
+    activities: createActivities({ gateway, outRoot: options.outRoot ?? 'out', roots: options.roots }),
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? 200,
     // Explicit, because the SDK's default follows the heap limit: a worker run with a small
     // --max-old-space-size would otherwise cache 10 workflows and replay the rest on every task.
     maxCachedWorkflows: 600,
+    // On shutdown (SIGTERM, SIGINT: the Runtime's signal handling) the worker stops polling at once, and
+    // running activities get this long to finish before they are cancelled. Gateway requests ignore that
+    // cancellation (the client aborts only on GATEWAY_TIMEOUT_MS), so a submit on the wire still records its
+    // job id; the force time is a backstop should one outlive its own timeout.
+    shutdownGraceTime: grace,
+    shutdownForceTime: grace + options.gateway.timeoutMs + 5_000,
   });
 }
 
-/** `vidbatch worker`: connects with Temporal's environment configuration and runs until SIGINT/SIGTERM. */
+/**
+ * `vidbatch worker`: connects with Temporal's environment configuration and runs until SIGINT/SIGTERM, then
+ * drains (see createWorker) and returns. Settings are checked before connecting anywhere.
+ */
 export async function runWorker(env: NodeJS.ProcessEnv = process.env, outRoot?: string): Promise<void> {
   const gateway = loadGatewaySettings(env);
+  const settings = loadWorkerSettings(env, outRoot);
   const temporal = loadTemporalSettings(env);
   if (!temporal.address) {
     throw new ConfigError(
       'TEMPORAL_ADDRESS is not set: a standalone worker needs a Temporal server (try `vidbatch server`)',
     );
   }
+  const ready = readyFile(settings.readyFile);
+  await ready.clear(); // a file left by a killed process must not vouch for this one
   const connection = await NativeConnection.connect(temporal.connectionOptions);
   try {
     const worker = await createWorker({
@@ -61,8 +86,22 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env, outRoot?: 
       namespace: temporal.namespace,
       taskQueue: temporal.taskQueue,
       gateway,
-      outRoot,
+      outRoot: settings.outRoot,
+      roots: settings.roots,
+      shutdownGraceMs: settings.shutdownGraceMs,
     });
+    const onSignal = (signal: string) => {
+      void ready.clear();
+      const { numInFlightActivities } = worker.getStatus();
+      announce(
+        `${signal}: vidbatch worker stopping; no new tasks, ${numInFlightActivities} running activities get up to ${settings.shutdownGraceMs} ms to finish`,
+        { signal, runningActivities: numInFlightActivities, graceMs: settings.shutdownGraceMs },
+      );
+    };
+    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', onSignal);
+    const running = worker.run(); // polling from here on (state RUNNING)
+    await ready.mark();
     announce(
       `vidbatch worker polling task queue "${temporal.taskQueue}" on ${temporal.address} (${temporal.namespace})`,
       {
@@ -71,8 +110,37 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env, outRoot?: 
         namespace: temporal.namespace,
       },
     );
-    await worker.run();
+    try {
+      await running;
+    } finally {
+      process.removeListener('SIGTERM', onSignal);
+      process.removeListener('SIGINT', onSignal);
+      await ready.clear();
+    }
+    announce('vidbatch worker stopped', {});
   } finally {
     await connection.close();
   }
+}
+
+/**
+ * VIDBATCH_READY_FILE: exists, and is touched every 10 s, while the worker polls; removed when it stops. A
+ * healthcheck tests that it exists and is fresh (an event loop that stalls stops touching it).
+ */
+function readyFile(path: string | undefined) {
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    async mark() {
+      if (!path) return;
+      await writeFile(path, `${process.pid}\n`);
+      timer = setInterval(() => {
+        const now = new Date();
+        utimes(path, now, now).catch(() => undefined);
+      }, 10_000).unref();
+    },
+    async clear() {
+      clearInterval(timer);
+      if (path) await rm(path, { force: true });
+    },
+  };
 }

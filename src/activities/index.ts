@@ -3,20 +3,23 @@
 import type { GatewayClient } from '../gateway/client';
 import { createJobActivities } from './jobs';
 import { createOutputActivities } from './outputs';
+import type { PathRoots } from './paths';
 import { createRowActivities } from './rows';
 
 export interface ActivityDeps {
   gateway: GatewayClient;
   /** Root under which each batch gets `<outRoot>/<batchId>/`. */
   outRoot: string;
+  /** Where activities may read CSVs and write results and videos; undefined: anywhere (tests, embedding). */
+  roots?: PathRoots;
 }
 
 /** readRows, submitJob, pollJob, downloadVideo, recordResults. */
 export function createActivities(deps: ActivityDeps) {
   return {
-    ...createRowActivities(),
+    ...createRowActivities(deps.roots),
     ...createJobActivities(deps.gateway),
-    ...createOutputActivities(deps.outRoot),
+    ...createOutputActivities(deps.outRoot, deps.roots),
   };
 }
 

@@ -1,14 +1,18 @@
 // What a batch leaves on the worker's disk: downloadVideo (a finished video, verified) and recordResults (rows
 // appended to the batch's manifest, each once however often the activity is retried).
-import { resolve } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
 import type { DownloadedVideo, PromptResult } from '../contract/types';
 import { DownloadError } from '../errors';
 import { downloadVerified } from '../results/download';
 import { appendResults, manifestPath } from '../results/manifest';
+import { allowedFile, allowedPath, type PathRoots } from './paths';
 import { downloadFailed } from './to-failure';
 
-/** `outRoot`: the root under which each batch gets `<outRoot>/<batchId>/` unless it names its own folder. */
-export function createOutputActivities(outRoot: string) {
+/**
+ * `outRoot`: the root under which each batch gets `<outRoot>/<batchId>/` unless it names its own folder.
+ * `roots`: where manifests and videos may be written (activities/paths.ts); undefined: anywhere.
+ */
+export function createOutputActivities(outRoot: string, roots?: PathRoots) {
   return {
     async downloadVideo({
       url,
@@ -20,7 +24,8 @@ export function createOutputActivities(outRoot: string) {
       name: string;
     }): Promise<DownloadedVideo> {
       try {
-        const { file, sha256, bytes } = await downloadVerified(url, resolve(dir), name);
+        const target = await allowedFile(dir, name, 'download', roots);
+        const { file, sha256, bytes } = await downloadVerified(url, dirname(target), basename(target));
         return { file, sha256, bytes };
       } catch (err) {
         if (err instanceof DownloadError) throw downloadFailed(err);
@@ -37,7 +42,8 @@ export function createOutputActivities(outRoot: string) {
       outDir?: string;
       results: PromptResult[];
     }) {
-      const dir = resolve(outDir ?? resolve(outRoot, batchId));
+      const manifest = await allowedPath(manifestPath(outDir ?? resolve(outRoot, batchId)), 'out', roots);
+      const dir = dirname(manifest);
       const written = await appendResults(dir, results);
       return { manifestPath: manifestPath(dir), written };
     },

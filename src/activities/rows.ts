@@ -2,6 +2,7 @@
 // and sha256) and checked against the sha256 the batch started with.
 import { loadCsv } from '../input/csv';
 import type { PromptRow } from '../contract/types';
+import { allowedPath, type PathRoots } from './paths';
 import { csvChanged } from './to-failure';
 
 export interface ReadRowsInput {
@@ -11,7 +12,8 @@ export interface ReadRowsInput {
   limit: number;
 }
 
-export function createRowActivities() {
+/** `roots`: where CSVs may be read (activities/paths.ts); undefined: anywhere. */
+export function createRowActivities(roots?: PathRoots) {
   // The parsed CSV of the current batch; pages are cut from it instead of re-parsing per page.
   let csvCache: { key: string; rows: PromptRow[] } | undefined;
 
@@ -19,7 +21,7 @@ export function createRowActivities() {
     async readRows({ csvPath, csvSha256, offset, limit }: ReadRowsInput): Promise<PromptRow[]> {
       const key = `${csvPath}\n${csvSha256}`;
       if (csvCache?.key !== key) {
-        const parsed = await loadCsv(csvPath);
+        const parsed = await loadCsv(await allowedPath(csvPath, 'input', roots));
         if (parsed.sha256 !== csvSha256) {
           throw csvChanged(
             `${csvPath} changed since the batch started (sha256 ${parsed.sha256.slice(0, 12)}, expected ${csvSha256.slice(0, 12)}); restore it to continue`,

@@ -8,7 +8,7 @@ import {
   isNonRetryable,
   type ClassifiedActivity,
 } from '../contract/failures';
-import type { DownloadError } from '../errors';
+import type { DownloadError, PathNotAllowedError } from '../errors';
 import {
   AuthenticationError,
   BadRequestError,
@@ -103,4 +103,12 @@ export function downloadFailed(err: DownloadError): ApplicationFailure {
     message: err.message,
     nonRetryable: !err.retryable,
   });
+}
+
+/**
+ * Workflow input named a path outside the worker's roots: never retried (no attempt can succeed until an
+ * operator changes the worker's settings), whatever the activity's retry policy says.
+ */
+export function pathNotAllowed(err: PathNotAllowedError): ApplicationFailure {
+  return ApplicationFailure.create({ type: 'PathNotAllowed', message: err.message, nonRetryable: true });
 }

@@ -5,9 +5,11 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, type Worker } from '@temporalio/worker';
+import type { PathRoots } from '../activities/paths';
 import {
   loadGatewaySettings,
   loadTemporalSettings,
+  loadWorkerSettings,
   type GatewaySettings,
   type TemporalSettings,
 } from '../config';
@@ -31,6 +33,11 @@ export interface SessionOptions {
   simulate?: SimulatorOptions | boolean;
   /** Run a worker in this process; default: with --simulate or an embedded server. false: never (operator commands). */
   worker?: boolean;
+  /**
+   * Folders the in-process worker may use besides its roots (VIDBATCH_INPUT_ROOT or the working directory,
+   * VIDBATCH_OUT_ROOT...): `run` adds the CSV's folder and its --out / --download folders.
+   */
+  allow?: Partial<PathRoots>;
 }
 
 export interface Session {
@@ -76,12 +83,20 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
     let worker: Worker | undefined;
     if (wantWorker(server.embedded)) {
       gateway ??= loadGatewaySettings(env);
+      const { outRoot, roots, shutdownGraceMs } = loadWorkerSettings(env);
       const workerConnection = await NativeConnection.connect(server.connectionOptions);
       worker = await createWorker({
         connection: workerConnection,
         namespace: temporal.namespace,
         taskQueue: temporal.taskQueue,
         gateway,
+        outRoot,
+        roots: {
+          input: [...roots.input, ...(options.allow?.input ?? [])],
+          out: [...roots.out, ...(options.allow?.out ?? [])],
+          download: [...roots.download, ...(options.allow?.download ?? [])],
+        },
+        shutdownGraceMs,
       });
       const running = worker.run();
       cleanups.push(async () => {

@@ -118,6 +118,8 @@ export function cliEnv(e: TestEnv, extra: Record<string, string> = {}): NodeJS.P
     VIDBATCH_TASK_QUEUE: e.taskQueue,
     GATEWAY_BASE_URL: e.sim.baseUrl,
     GATEWAY_API_KEY: e.sim.apiKey,
+    // A standalone worker reads CSVs only under its input root; the tests write theirs in `dir`.
+    VIDBATCH_INPUT_ROOT: e.dir,
     ...extra,
   };
 }

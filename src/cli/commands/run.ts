@@ -1,7 +1,7 @@
 // `vidbatch run`: validate the CSV, open a session (embedded server, --simulate), start or attach to the
 // batch and show its progress until it ends.
 import { type Command, Option } from 'commander';
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { batchIdFor, type StartBatchOptions } from '../../client/batches';
 import { openSession, SIMULATED_JOB_SECONDS } from '../../client/session';
 import { DEFAULT_BATCH_OPTIONS } from '../../contract/types';
@@ -110,7 +110,13 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
     console.log(JSON.stringify({ batchId: batchIdFor(parsed), ...plan(parsed.rows) }, null, 2));
     return;
   }
-  const session = await openSession({ simulate, worker: o.simulate ? true : undefined }).catch(fail);
+  // An in-process worker may read this CSV wherever it is, and write where this command was told to.
+  const allow = {
+    input: [dirname(resolve(csvPath))],
+    out: o.out ? [resolve(o.out as string)] : [],
+    download: o.download ? [resolve(o.download as string)] : [],
+  };
+  const session = await openSession({ simulate, worker: o.simulate ? true : undefined, allow }).catch(fail);
   const abort = new AbortController();
   const onSigint = () => abort.abort();
   process.once('SIGINT', onSigint);

@@ -1,0 +1,104 @@
+// Where activities may touch the worker's disk. Workflow input names paths (csvPath, outDir, downloadDir) and row
+// or batch ids that become file names, and anyone who can start a workflow on the task queue writes that input,
+// so every path is checked against the roots the worker was started with before it is read or written.
+import { realpath } from 'node:fs/promises';
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { PathNotAllowedError } from '../errors';
+import { pathNotAllowed } from './to-failure';
+
+/** The folders a worker may use, each kind a list (a file is allowed when it is under any of them). */
+export interface PathRoots {
+  /** CSVs are read only under these (VIDBATCH_INPUT_ROOT, plus the out root where retry-failed writes its CSV). */
+  input: string[];
+  /** Manifests are written only under these (VIDBATCH_OUT_ROOT). */
+  out: string[];
+  /** Videos are downloaded only under these (VIDBATCH_DOWNLOAD_ROOT, default the out root). */
+  download: string[];
+}
+export type RootKind = keyof PathRoots;
+
+/** The setting an operator changes to allow another folder, named in every refusal. */
+export const ROOT_ENV: Record<RootKind, string> = {
+  input: 'VIDBATCH_INPUT_ROOT',
+  out: 'VIDBATCH_OUT_ROOT',
+  download: 'VIDBATCH_DOWNLOAD_ROOT',
+};
+
+/**
+ * The path with every symlink of its existing part resolved: the realpath of the deepest ancestor that
+ * exists, plus the components that do not exist yet (which therefore cannot be symlinks).
+ */
+export async function realPathOf(path: string): Promise<string> {
+  const absolute = resolve(path);
+  const missing: string[] = [];
+  let existing = absolute;
+  for (;;) {
+    try {
+      return join(await realpath(existing), ...missing.reverse());
+    } catch {
+      const parent = dirname(existing);
+      if (parent === existing) return absolute;
+      missing.push(basename(existing));
+      existing = parent;
+    }
+  }
+}
+
+/** True when `path` is `root` or inside it (both already absolute and real). */
+export function isWithin(path: string, root: string): boolean {
+  const rel = relative(root, path);
+  return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
+}
+
+/**
+ * The real absolute path of `path` when it is under one of the roots of `kind`; throws PathNotAllowedError
+ * otherwise (absolute paths elsewhere, `..`, symlinks pointing out of the root).
+ */
+export async function confine(path: string, kind: RootKind, roots: PathRoots): Promise<string> {
+  const real = await realPathOf(path);
+  for (const root of roots[kind]) if (isWithin(real, await realPathOf(root))) return real;
+  throw new PathNotAllowedError(path, roots[kind], ROOT_ENV[kind]);
+}
+
+/**
+ * `dir/name` under a root of `kind`, where `name` (made from a row id) must be one plain file name: it can
+ * neither climb out of `dir` nor name a folder.
+ */
+export async function confineFile(
+  dir: string,
+  name: string,
+  kind: RootKind,
+  roots: PathRoots,
+): Promise<string> {
+  if (!name || name !== basename(name) || name === '.' || name === '..' || name.includes('\0'))
+    throw new PathNotAllowedError(join(dir, name), roots[kind], ROOT_ENV[kind]);
+  return confine(join(dir, name), kind, roots);
+}
+
+/**
+ * For activities: `path` confined to the roots of `kind` (undefined roots: not confined, for embedding and
+ * tests that build a worker themselves); a refusal becomes the non-retryable `PathNotAllowed` failure.
+ */
+export async function allowedPath(
+  path: string,
+  kind: RootKind,
+  roots: PathRoots | undefined,
+): Promise<string> {
+  if (!roots) return resolve(path);
+  return confine(path, kind, roots).catch((err: unknown) => {
+    throw err instanceof PathNotAllowedError ? pathNotAllowed(err) : err;
+  });
+}
+
+/** For activities: `dir/name` as `confineFile` checks it (the name is checked even when unconfined), failing as `allowedPath` does. */
+export async function allowedFile(
+  dir: string,
+  name: string,
+  kind: RootKind,
+  roots: PathRoots | undefined,
+): Promise<string> {
+  const check = confineFile(dir, name, kind, roots ?? { input: [dir], out: [dir], download: [dir] });
+  return check.catch((err: unknown) => {
+    throw err instanceof PathNotAllowedError ? pathNotAllowed(err) : err;
+  });
+}
