@@ -11,11 +11,11 @@ export interface ActivityDeps {
   outRoot: string;
 }
 
-/** readRows, submitJob, pollJob, downloadVideo, recordResults. */
+/** readRows, submitJob, checkJob, pollJob, downloadVideo, recordResults. */
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createRowActivities(),
-    ...createJobActivities(deps.gateway),
+    ...createJobActivities(deps.gateway, deps.outRoot),
     ...createOutputActivities(deps.outRoot),
   };
 }
