@@ -1,6 +1,9 @@
 // `npm run chaos`: a batch under faults (5xx, slow responses past the client timeout, dropped connections,
-// malformed bodies, undocumented statuses, 429 bursts) while the worker is SIGKILLed 5 times and the dev
-// server restarted once on the same SQLite file. Then it checks the promises and exits non-zero on a miss.
+// malformed bodies, 502/504 after the job was made, undocumented statuses, 429 bursts) while the worker is
+// SIGKILLed 5 times and the dev server restarted once on the same SQLite file, against a gateway that ignores
+// Idempotency-Key (`--idempotency` to honour it). Then it checks the promises and exits non-zero on a miss:
+// with the key ignored, every row billed more than once must report its unknown submits, and extra jobs are
+// bounded by the unknown outcomes reported (and by the ambiguous faults the simulator injected).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { mkdtemp, readFile } from 'node:fs/promises';
@@ -22,8 +25,20 @@ const o = new Command('chaos')
   .addOption(new Option('--prompts <n>', 'prompts').argParser(Number).default(500))
   .addOption(new Option('--kills <n>', 'worker SIGKILLs').argParser(Number).default(5))
   .addOption(new Option('--seed <n>', 'fault dice').argParser(Number).default(11))
+  .addOption(new Option('--idempotency', 'the simulator honours Idempotency-Key (default: ignores it)'))
+  .addOption(
+    new Option('--on-unknown-submit <policy>', 'resend or fail')
+      .choices(['resend', 'fail'])
+      .default('resend'),
+  )
   .parse(process.argv)
-  .opts<{ prompts: number; kills: number; seed: number }>();
+  .opts<{
+    prompts: number;
+    kills: number;
+    seed: number;
+    idempotency?: boolean;
+    onUnknownSubmit: 'resend' | 'fail';
+  }>();
 
 const dir = await mkdtemp(join(tmpdir(), 'vidbatch-chaos-'));
 const dbFile = join(dir, 'temporal.db');
@@ -33,7 +48,17 @@ const sim = await startSimulator({
   jobSeconds: 3,
   jobJitterSeconds: 1.5,
   seed: o.seed,
-  faults: { error5xx: 0.05, slow: 0.02, slowMs: 2500, drop: 0.01, malformed: 0.01, unknownStatus: 0.02 },
+  idempotency: Boolean(o.idempotency),
+  faults: {
+    error5xx: 0.05,
+    slow: 0.02,
+    slowMs: 2500,
+    drop: 0.01,
+    malformed: 0.01,
+    error502After: 0.01,
+    error504After: 0.01,
+    unknownStatus: 0.02,
+  },
 });
 const csv = join(dir, 'chaos.csv');
 await writeVbenchCsv(csv, o.prompts, 'all_dimension_longer');
@@ -50,6 +75,7 @@ const startWorker = () => {
       GATEWAY_BASE_URL: sim.baseUrl,
       GATEWAY_API_KEY: sim.apiKey,
       GATEWAY_TIMEOUT_MS: '2000',
+      GATEWAY_SUBMIT_TIMEOUT_MS: '2000',
       VIDBATCH_OUT_ROOT: join(dir, 'out'),
       VIDBATCH_INPUT_ROOT: dir,
       VIDBATCH_LOG_LEVEL: 'INFO',
@@ -68,6 +94,8 @@ const { handle, batchId } = await startBatch(session, csv, {
   concurrency: 50,
   poll: { firstPollMs: 2000, intervalMs: 1000, backoff: 1.2, capMs: 3000, jitter: 0.2 },
   activityTimeoutMs: 5000,
+  submitTimeoutMs: 5000,
+  onUnknownSubmit: o.onUnknownSubmit,
   promptsPerRun: 200,
 });
 let done = false;
@@ -119,10 +147,35 @@ check(
   'no URL missing on a succeeded row',
 );
 const stats = sim.stats();
-check(
-  stats.jobsCreated === o.prompts && stats.bodiesWithMultipleJobs === 0,
-  `zero jobs paid twice (${stats.jobsCreated} jobs for ${o.prompts} rows; ${stats.idempotentReplays} idempotent replays)`,
-);
+const jobsPerRow = new Map<string, number>();
+for (const job of sim.state.jobs.values()) {
+  const rowId = job.idempotencyKey?.split(':')[2];
+  if (rowId) jobsPerRow.set(rowId, (jobsPerRow.get(rowId) ?? 0) + 1);
+}
+const unknownByRow = new Map(records.map((r) => [r.rowId, r.unknownSubmits ?? 0] as const));
+const billedTwice = [...jobsPerRow].filter(([, n]) => n > 1);
+const extraJobs = billedTwice.reduce((sum, [, n]) => sum + n - 1, 0);
+const flagged = records.filter((r) => (r.unknownSubmits ?? 0) > 0);
+const reportedUnknown = flagged.reduce((sum, r) => sum + (r.unknownSubmits ?? 0), 0);
+if (o.idempotency) {
+  check(
+    stats.jobsCreated === o.prompts && stats.bodiesWithMultipleJobs === 0,
+    `zero jobs paid twice with the key honoured (${stats.jobsCreated} jobs for ${o.prompts} rows; ${stats.idempotentReplays} idempotent replays)`,
+  );
+} else {
+  check(
+    billedTwice.every(([rowId, n]) => (unknownByRow.get(rowId) ?? 0) >= n - 1),
+    `every row billed more than once reports its unknown submits (${billedTwice.length} rows billed twice, ${flagged.length} rows flagged)`,
+  );
+  check(
+    extraJobs <= reportedUnknown,
+    `extra jobs (${extraJobs}) <= unknown outcomes reported (${reportedUnknown}); ambiguous faults injected: ${stats.ambiguousSubmitsTotal}`,
+  );
+  check(
+    o.onUnknownSubmit !== 'fail' || stats.idempotencyKeysWithMultipleJobs === 0,
+    `--on-unknown-submit ${o.onUnknownSubmit}: ${stats.idempotencyKeysWithMultipleJobs} rows billed more than once`,
+  );
+}
 let histories = 0;
 let leaked = 0;
 for await (const wf of client.workflow.list({ query: `BatchId = '${batchId}'` })) {
@@ -139,6 +192,11 @@ console.log(
   `\n${o.prompts} prompts in ${makespan.toFixed(0)} s: ${final.succeeded} succeeded, ${final.failed} failed`,
 );
 console.log(`faults injected: ${JSON.stringify(stats.faultsInjected)}; 429s sent: ${stats.rateLimited}`);
+console.log(
+  `idempotency ${o.idempotency ? 'honoured' : 'ignored'}: ${stats.jobsCreated} jobs for ${o.prompts} rows; ` +
+    `jobs per key ${JSON.stringify(stats.jobsPerIdempotencyKey)}; ${stats.ambiguousSubmitsTotal} ambiguous submits; ` +
+    `${flagged.length} rows with unknown submits; ${records.filter((r) => r.errorCode === 'submit_unknown').length} failed submit_unknown`,
+);
 for (const e of events) console.log(`  ${e}`);
 worker?.kill('SIGKILL');
 await client.connection.close();

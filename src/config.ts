@@ -5,13 +5,19 @@ import { resolve } from 'node:path';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import type { PathRoots } from './activities/paths';
 import { ConfigError } from './errors';
-import { DEFAULT_TASK_QUEUE } from './contract/types';
+import { DEFAULT_TASK_QUEUE, type BatchOptions } from './contract/types';
 
 export interface GatewaySettings {
   baseUrl: string;
   /** Called per request, so a key file can be rotated without restarting the worker. */
   apiKey: () => string;
+  /** Longest wait for the answer to a status or models call (GATEWAY_TIMEOUT_MS, default 20 s). */
   timeoutMs: number;
+  /**
+   * Longest wait for a submit's answer before its outcome counts as unknown (GATEWAY_SUBMIT_TIMEOUT_MS,
+   * default 120 s): far longer than a poll, since giving up on a submit may mean paying twice.
+   */
+  submitTimeoutMs?: number;
 }
 
 function keyFromFile(path: string): () => string {
@@ -54,7 +60,44 @@ export function loadGatewaySettings(env: NodeJS.ProcessEnv = process.env): Gatew
   const timeoutMs = Number(env.GATEWAY_TIMEOUT_MS ?? 20_000);
   if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
     throw new ConfigError('GATEWAY_TIMEOUT_MS must be a positive number');
-  return { baseUrl, apiKey, timeoutMs };
+  const submitTimeoutMs = Number(env.GATEWAY_SUBMIT_TIMEOUT_MS ?? DEFAULT_GATEWAY_SUBMIT_TIMEOUT_MS);
+  if (!Number.isFinite(submitTimeoutMs) || submitTimeoutMs <= 0)
+    throw new ConfigError('GATEWAY_SUBMIT_TIMEOUT_MS must be a positive number');
+  return { baseUrl, apiKey, timeoutMs, submitTimeoutMs };
+}
+
+export const DEFAULT_GATEWAY_SUBMIT_TIMEOUT_MS = 120_000;
+
+/**
+ * Spend-safety defaults of a batch from the environment (the CLI's --on-unknown-submit and
+ * --max-unknown-resends override them): VIDBATCH_ON_UNKNOWN_SUBMIT (resend|fail),
+ * VIDBATCH_MAX_UNKNOWN_RESENDS (whole number >= 0), VIDBATCH_SUBMIT_TIMEOUT_MS (submit attempt, ms).
+ */
+export function loadSpendSafetyOptions(
+  env: NodeJS.ProcessEnv = process.env,
+): Pick<BatchOptions, 'onUnknownSubmit' | 'maxUnknownResends' | 'submitTimeoutMs'> {
+  const out: Pick<BatchOptions, 'onUnknownSubmit' | 'maxUnknownResends' | 'submitTimeoutMs'> = {};
+  const policy = env.VIDBATCH_ON_UNKNOWN_SUBMIT?.trim();
+  if (policy) {
+    if (policy !== 'resend' && policy !== 'fail')
+      throw new ConfigError(`VIDBATCH_ON_UNKNOWN_SUBMIT must be "resend" or "fail", got "${policy}"`);
+    out.onUnknownSubmit = policy;
+  }
+  const resends = env.VIDBATCH_MAX_UNKNOWN_RESENDS?.trim();
+  if (resends) {
+    const n = Number(resends);
+    if (!Number.isInteger(n) || n < 0)
+      throw new ConfigError('VIDBATCH_MAX_UNKNOWN_RESENDS must be a whole number >= 0');
+    out.maxUnknownResends = n;
+  }
+  const submitTimeout = env.VIDBATCH_SUBMIT_TIMEOUT_MS?.trim();
+  if (submitTimeout) {
+    const n = Number(submitTimeout);
+    if (!Number.isFinite(n) || n <= 0)
+      throw new ConfigError('VIDBATCH_SUBMIT_TIMEOUT_MS must be a positive number');
+    out.submitTimeoutMs = n;
+  }
+  return out;
 }
 
 export interface TemporalSettings {

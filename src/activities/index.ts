@@ -14,11 +14,11 @@ export interface ActivityDeps {
   roots?: PathRoots;
 }
 
-/** readRows, submitJob, pollJob, downloadVideo, recordResults. */
+/** readRows, submitJob, checkJob, pollJob, downloadVideo, recordResults. */
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createRowActivities(deps.roots),
-    ...createJobActivities(deps.gateway),
+    ...createJobActivities(deps.gateway, deps.outRoot, deps.roots),
     ...createOutputActivities(deps.outRoot, deps.roots),
   };
 }

@@ -1,23 +1,66 @@
-// The gateway activities: submitJob (one POST per attempt, the same Idempotency-Key on every retry) and pollJob
-// (at most one status check per attempt; "not finished" is a retryable failure timed by the poll schedule).
-// Both wait for the worker's request pacer only as long as their attempt can still finish.
+// The gateway activities: submitJob (one POST per attempt, the same Idempotency-Key on every retry; an
+// outcome that may have made a job goes to the workflow as SubmitUnknown, never re-sent by Temporal),
+// checkJob (one status check of a job an earlier run made) and pollJob (at most one status check per
+// attempt; "not finished" is a retryable failure timed by the poll schedule; the deadline is decided only by
+// a real check). Every gateway call fits inside its attempt: the pacer wait and the HTTP timeout together.
+import { resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
-import type { PollOutcome, PollSchedule, PromptRow, SubmitResult } from '../contract/types';
+import { SUSPICIOUS_RETRY_AFTER_MS } from '../contract/failures';
+import type { JobCheck, PollOutcome, PollSchedule, PromptRow, SubmitResult } from '../contract/types';
 import type { GatewayClient } from '../gateway/client';
-import { PacerBusyError } from '../gateway/errors';
+import {
+  ConnectionError,
+  GatewayError,
+  NotFoundError,
+  PacerBusyError,
+  RateLimitError,
+} from '../gateway/errors';
+import { appendJournal, type JournalEntry } from '../results/jobs-journal';
+import { allowedPath, type PathRoots } from './paths';
 import { LatencyTracker } from './latency';
 import { nextCheck } from './poll-schedule';
-import { jobNotFinished, pacerBusy, toFailure } from './to-failure';
+import { jobNotFinished, pacerBusy, submitUnknown, toFailure } from './to-failure';
+
+export interface SubmitInput {
+  batchId: string;
+  row: PromptRow;
+  /** Idempotency-Key generation (see PromptInput.keyGeneration); absent: 0. */
+  generation?: number;
+  /** The batch's output folder, for the jobs journal; absent: `<outRoot>/<batchId>`. */
+  outDir?: string;
+  /** When the prompt was last unblocked (or started): lifts a local key refusal older than that. */
+  unblockedAt?: number;
+}
 
 export interface PollInput {
   jobId: string;
   submittedAt: number;
   poll: PollSchedule;
+  /**
+   * Epoch ms after which a check that finds the job unfinished ends the row as `deadline_exceeded`
+   * (submittedAt + job deadline + time paused). Absent in prompts started before spend safety.
+   */
+  deadlineAt?: number;
+  unblockedAt?: number;
 }
 
-/** The same key on every retry of a row, so a gateway that honours it never creates a second job. */
-export function idempotencyKey(batchId: string, rowId: string): string {
-  return `vidbatch:${batchId}:${rowId}`;
+export interface CheckInput {
+  jobId: string;
+  unblockedAt?: number;
+}
+
+/** Heartbeat details of a submit attempt about to send: a later attempt that sees them cannot know the outcome. */
+interface SubmitHeartbeat {
+  sending: boolean;
+}
+
+/**
+ * The Idempotency-Key of a row's submit: the same on every retry and resend of a row, so a gateway that
+ * honours it never creates a second job; generation n > 0 (a new job after a known one failed or is gone)
+ * gets its own key.
+ */
+export function idempotencyKey(batchId: string, rowId: string, generation = 0): string {
+  return `vidbatch:${batchId}:${rowId}${generation > 0 ? `:g${generation}` : ''}`;
 }
 
 /** vidbatch's own counters, next to the Temporal runtime's metrics (exported with `--metrics`). */
@@ -25,15 +68,22 @@ function count(name: string, tags: Record<string, string> = {}): void {
   Context.current().metricMeter.createCounter(name).add(1, tags);
 }
 
-/** A gateway call waits for the worker's pacer only as long as the attempt can still finish within its timeout. */
-function pacerBudgetMs(gatewayTimeoutMs: number): number {
-  return Math.max(0, Context.current().info.startToCloseTimeoutMs - gatewayTimeoutMs - 2000);
+/**
+ * The time an attempt has for a gateway call: the pacer wait plus the HTTP call end by `sendBy`, a margin
+ * before the attempt's start-to-close, so a call never outlives its attempt.
+ */
+function attemptWindow(startedAt: number, httpTimeoutMs: number): { pacerMs: number; sendBy: number } {
+  const startToClose = Context.current().info.startToCloseTimeoutMs;
+  const margin = Math.min(2000, startToClose / 4);
+  const window = startToClose - margin;
+  // A short attempt still gets a quarter of its time for the pacer, the rest for the answer.
+  return { pacerMs: Math.max(window - httpTimeoutMs, window / 4, 0), sendBy: startedAt + window };
 }
 
 function countGatewayError(err: unknown, operation: string, gateway: GatewayClient): void {
   const kind = err instanceof Error ? err.name : 'Error';
   count('vidbatch_gateway_errors', { operation, class: kind });
-  if (kind === 'RateLimitError') {
+  if (err instanceof RateLimitError) {
     count('vidbatch_rate_limited', { operation });
     const { rate, ceiling, queued } = gateway.pacer.snapshot();
     Context.current().log.info('429 from the gateway; pacing this worker', {
@@ -42,25 +92,70 @@ function countGatewayError(err: unknown, operation: string, gateway: GatewayClie
       ceiling: ceiling === undefined ? null : Number(ceiling.toFixed(2)),
       queued,
     });
+    // Honoured anyway (a quota may reset hours later), but worth a look: the spec leaves its unit open.
+    if ((err.retryAfterMs ?? 0) > SUSPICIOUS_RETRY_AFTER_MS)
+      Context.current().log.warn('suspiciously long Retry-After from the gateway; waiting it out', {
+        operation,
+        retryAfterMs: err.retryAfterMs,
+        until: new Date(Date.now() + (err.retryAfterMs ?? 0)).toISOString(),
+      });
   }
 }
 
-export function createJobActivities(gateway: GatewayClient) {
+/** `roots`: where the jobs journal may be written (activities/paths.ts); undefined: anywhere. */
+export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roots?: PathRoots) {
   const latency = new LatencyTracker();
   // Attempts spent waiting for the pacer, per idempotency key, so a row's `attempts` counts real submissions.
   const pacedSubmits = new Map<string, number>();
 
+  /** A journal line is a record, not the submit: failing to write it must not fail (and re-send) the submit. */
+  const journal = async (input: SubmitInput, entry: Omit<JournalEntry, 'at' | 'generation'>) => {
+    try {
+      const dir = await allowedPath(input.outDir ?? resolve(outRoot, input.batchId), 'out', roots);
+      await appendJournal(dir, {
+        ...entry,
+        generation: input.generation ?? 0,
+        at: new Date().toISOString(),
+      });
+    } catch (err) {
+      Context.current().log.warn('could not write the jobs journal', {
+        rowId: entry.rowId,
+        error: String(err),
+      });
+    }
+  };
+
   return {
-    async submitJob({ batchId, row }: { batchId: string; row: PromptRow }): Promise<SubmitResult> {
-      const { attempt } = Context.current().info;
-      const key = idempotencyKey(batchId, row.id);
+    async submitJob(input: SubmitInput): Promise<SubmitResult> {
+      const startedAt = Date.now();
+      const ctx = Context.current();
+      const { attempt } = ctx.info;
+      const heartbeat = ctx.info.heartbeatDetails as SubmitHeartbeat | undefined;
+      const { batchId, row } = input;
+      const key = idempotencyKey(batchId, row.id, input.generation);
+      if (heartbeat?.sending) {
+        // The previous attempt crashed or timed out mid-POST: sending again here would be a silent resend.
+        count('vidbatch_submit_unknown', { cause: 'attempt_ended_while_sending' });
+        await journal(input, { rowId: row.id, unknown: true });
+        throw submitUnknown(
+          `row ${row.id}: an earlier attempt of this submit ended while sending (worker crash or timeout); ` +
+            'the gateway may have created a job',
+        );
+      }
+      const { pacerMs, sendBy } = attemptWindow(startedAt, gateway.submitTimeoutMs);
       try {
         const job = await gateway.submit(
           { model: row.model, input: row.input, parameters: row.parameters },
           key,
-          pacerBudgetMs(gateway.timeoutMs),
+          {
+            maxWaitMs: pacerMs,
+            sendBy,
+            ...(input.unblockedAt !== undefined ? { unblockedAt: input.unblockedAt } : {}),
+            beforeSend: () => ctx.heartbeat({ sending: true } satisfies SubmitHeartbeat),
+          },
         );
         count('vidbatch_jobs_submitted');
+        await journal(input, { rowId: row.id, jobId: job.id });
         const paced = pacedSubmits.get(key) ?? 0;
         pacedSubmits.delete(key);
         return { jobId: job.id, submittedAt: Date.now(), attempts: Math.max(1, attempt - paced) };
@@ -71,30 +166,75 @@ export function createJobActivities(gateway: GatewayClient) {
           throw pacerBusy(err);
         }
         countGatewayError(err, 'submit', gateway);
+        if (err instanceof GatewayError && err.outcomeUnknown) {
+          count('vidbatch_submit_unknown', { cause: err.name });
+          await journal(input, { rowId: row.id, unknown: true });
+        } else if (err instanceof ConnectionError) {
+          // Nothing was sent; the next attempt may send (a lost heartbeat only makes it count as unknown).
+          ctx.heartbeat({ sending: false } satisfies SubmitHeartbeat);
+        }
         throw toFailure(err, 'submitJob');
+      }
+    },
+
+    /** One status check of a job an earlier run of the row made: is it worth waiting for, or gone? */
+    async checkJob({ jobId, unblockedAt }: CheckInput): Promise<JobCheck> {
+      const { pacerMs, sendBy } = attemptWindow(Date.now(), gateway.timeoutMs);
+      try {
+        const job = await gateway.getJob(jobId, {
+          maxWaitMs: pacerMs,
+          sendBy,
+          ...(unblockedAt !== undefined ? { unblockedAt } : {}),
+        });
+        if (job.status === 'completed' && job.url) return { state: 'succeeded', url: job.url };
+        if (job.status === 'failed')
+          return {
+            state: 'failed',
+            errorCode: job.error?.code ?? 'job_failed',
+            errorMessage: job.error?.message || `the gateway reported status "${job.rawStatus}"`,
+          };
+        return { state: 'unfinished', rawStatus: job.rawStatus };
+      } catch (err) {
+        if (err instanceof PacerBusyError) throw pacerBusy(err);
+        if (err instanceof NotFoundError) return { state: 'gone' };
+        countGatewayError(err, 'check', gateway);
+        throw toFailure(err, 'checkJob');
       }
     },
 
     /**
      * At most one status check per attempt; "not finished" is a retryable failure whose nextRetryDelay is the
      * poll schedule: the learned latency once known (see latency.ts), the configured schedule until then.
+     * With `deadlineAt`, the row ends as deadline_exceeded only when a check sent at or after it finds the
+     * job unfinished; waits (Retry-After, the pacer) never end it, and no wait runs far past the deadline.
      */
-    async pollJob({ jobId, submittedAt, poll }: PollInput): Promise<PollOutcome> {
+    async pollJob({ jobId, submittedAt, poll, deadlineAt, unblockedAt }: PollInput): Promise<PollOutcome> {
       const { attempt } = Context.current().info;
-      const timing = nextCheck(poll, attempt, jobId, Date.now() - submittedAt, latency);
-      if ('waitMs' in timing) {
+      const now = Date.now();
+      const timing = nextCheck(poll, attempt, jobId, now - submittedAt, latency);
+      const untilDeadline = deadlineAt === undefined ? Infinity : deadlineAt - now;
+      if ('waitMs' in timing && untilDeadline > 0) {
+        const waitMs = Math.min(timing.waitMs, untilDeadline + 100);
         throw jobNotFinished(
-          `job ${jobId} submitted; next status check in ${Math.ceil(timing.waitMs / 1000)} s`,
-          timing.waitMs,
+          `job ${jobId} submitted; next status check in ${Math.ceil(waitMs / 1000)} s`,
+          waitMs,
         );
       }
+      const retryDelayMs = 'retryDelayMs' in timing ? timing.retryDelayMs : Math.max(poll.intervalMs, 100);
+      const { pacerMs, sendBy } = attemptWindow(now, gateway.timeoutMs);
+      let sentAt = now;
       let job;
       try {
-        job = await gateway.getJob(jobId, pacerBudgetMs(gateway.timeoutMs));
+        job = await gateway.getJob(jobId, {
+          maxWaitMs: pacerMs,
+          sendBy,
+          ...(unblockedAt !== undefined ? { unblockedAt } : {}),
+          beforeSend: () => void (sentAt = Date.now()),
+        });
       } catch (err) {
         if (err instanceof PacerBusyError) throw pacerBusy(err);
         countGatewayError(err, 'status', gateway);
-        throw toFailure(err, 'pollJob', timing.retryDelayMs);
+        throw toFailure(err, 'pollJob', retryDelayMs);
       }
       const checkedAge = Date.now() - submittedAt;
       latency.checked(jobId, checkedAge, job.status === 'completed' || job.status === 'failed');
@@ -117,9 +257,22 @@ export function createJobActivities(gateway: GatewayClient) {
           jobId,
           status: job.rawStatus,
         });
+      if (deadlineAt !== undefined && sentAt >= deadlineAt) {
+        count('vidbatch_jobs_finished', { status: 'failed', code: 'deadline_exceeded' });
+        return {
+          status: 'failed',
+          errorCode: 'deadline_exceeded',
+          errorMessage: `job ${jobId} was still ${job.rawStatus} at a status check after its deadline (${new Date(deadlineAt).toISOString()})`,
+          polls: attempt,
+        };
+      }
+      const nextDelay =
+        deadlineAt === undefined
+          ? retryDelayMs
+          : Math.min(retryDelayMs, Math.max(100, deadlineAt - Date.now() + 100));
       throw jobNotFinished(
         `job ${jobId} is ${job.rawStatus}${unknown ? ' (undocumented status, treated as not finished)' : ''}`,
-        timing.retryDelayMs,
+        nextDelay,
       );
     },
   };

@@ -13,14 +13,24 @@ import {
   AuthenticationError,
   BadRequestError,
   GatewayError,
+  KeyRefusedError,
   NotFoundError,
   PermissionDeniedError,
   RateLimitError,
   type PacerBusyError,
 } from '../gateway/errors';
 
-/** The failure type of an error, and the details the workflow needs to act on it. */
-function classify(err: unknown): { type: string; details?: unknown } {
+/**
+ * The failure type of an error, and the details the workflow needs to act on it. A submit whose outcome is
+ * unknown (see GatewayError.outcomeUnknown) is SubmitUnknown whatever the error, so the workflow applies
+ * the policy instead of Temporal re-sending it.
+ */
+function classify(err: unknown, activity: ClassifiedActivity): { type: string; details?: unknown } {
+  // Errors other than GatewayError come from before the request (the client wraps whatever sending throws).
+  if (activity === 'submitJob' && err instanceof GatewayError && err.outcomeUnknown)
+    return { type: FailureType.SubmitUnknown, details: { code: 'submit_unknown' } };
+  if (err instanceof KeyRefusedError)
+    return { type: err.status === 401 ? FailureType.Unauthorized : FailureType.Forbidden };
   if (err instanceof AuthenticationError) return { type: FailureType.Unauthorized };
   if (err instanceof PermissionDeniedError) return { type: FailureType.Forbidden };
   if (err instanceof NotFoundError)
@@ -42,7 +52,7 @@ export function toFailure(
   retryDelayMs?: number,
 ): ApplicationFailure {
   const message = err instanceof Error ? err.message : String(err);
-  const { type, details } = classify(err);
+  const { type, details } = classify(err, activity);
   const rateLimitWaitMs =
     err instanceof RateLimitError
       ? Math.max(err.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS, retryDelayMs ?? 0)
@@ -61,6 +71,19 @@ export function toFailure(
     type,
     message,
     ...(nextRetryDelay !== undefined ? { nextRetryDelay } : {}),
+  });
+}
+
+/**
+ * A previous attempt of this submit was sending when it ended (worker crash or attempt timeout mid-POST):
+ * the gateway may have made a job, so the workflow decides (resend with the same key, or fail the row).
+ */
+export function submitUnknown(message: string): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: FailureType.SubmitUnknown,
+    message,
+    nonRetryable: true,
+    details: [{ code: 'submit_unknown' }],
   });
 }
 

@@ -15,8 +15,16 @@ export const FailureType = {
   PacerBusy: 'PacerBusy',
   CsvChanged: 'CsvChanged',
   DownloadFailed: 'DownloadFailed',
+  /** A submit whose outcome is unknown (timeout or reset after sending, 5xx, unreadable 2xx): it may have made a job. */
+  SubmitUnknown: 'SubmitUnknown',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
+
+/** Every workflow change of issue 10 (spend safety) is behind `patched(PATCH_SPEND_SAFETY)`. */
+export const PATCH_SPEND_SAFETY = 'spend-safety';
+
+/** A Retry-After longer than this is logged as suspicious (it is still honoured: a quota may reset hours later). */
+export const SUSPICIOUS_RETRY_AFTER_MS = 60 * 60_000;
 
 /** Without a Retry-After the spec gives no wait; one second is the smallest a seconds header says. */
 export const DEFAULT_RETRY_AFTER_MS = 1000;
@@ -33,7 +41,9 @@ export const NON_RETRYABLE = {
     FailureType.RateLimited,
     FailureType.InvalidRequest,
     FailureType.NotFound,
+    FailureType.SubmitUnknown,
   ],
+  checkJob: [FailureType.Unauthorized, FailureType.Forbidden, FailureType.InvalidRequest],
   pollJob: [
     FailureType.Unauthorized,
     FailureType.Forbidden,
@@ -67,5 +77,12 @@ export const RETRY_POLICIES = {
     backoffCoefficient: 1,
     nonRetryableErrorTypes: [...NON_RETRYABLE.pollJob],
   }),
+  /** One status check of a known job: transient errors retried, auth and bad requests to the workflow. */
+  checkJob: {
+    initialInterval: '2s',
+    backoffCoefficient: 2,
+    maximumInterval: '1m',
+    nonRetryableErrorTypes: [...NON_RETRYABLE.checkJob],
+  },
   downloadVideo: { initialInterval: '2s', backoffCoefficient: 2, maximumAttempts: 6 },
 } satisfies Record<string, RetryPolicy | ((intervalMs: number) => RetryPolicy)>;

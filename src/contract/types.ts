@@ -66,6 +66,33 @@ export interface BatchOptions {
   maxSubmissions?: number;
   /** Epoch ms after which no new job is submitted. */
   deadlineAt?: number;
+  // Spend safety (issue 10, helper A): what a prompt does after a submit whose outcome is unknown.
+  /** `resend` (default): same Idempotency-Key, at most `maxUnknownResends` times; `fail`: the row fails with `submit_unknown`. */
+  onUnknownSubmit?: UnknownSubmitPolicy;
+  /** Resends after unknown submit outcomes, per row (default 1). */
+  maxUnknownResends?: number;
+  /** Start-to-close of one submit attempt (default 180 s); the worker keeps its HTTP timeout inside it. */
+  submitTimeoutMs?: number;
+}
+
+/** What a prompt does after a submit whose outcome is unknown (it may have created a billed job). */
+export type UnknownSubmitPolicy = 'resend' | 'fail';
+
+/** Spend-safety defaults (issue 10): see BatchOptions. */
+export const DEFAULT_ON_UNKNOWN_SUBMIT: UnknownSubmitPolicy = 'resend';
+export const DEFAULT_MAX_UNKNOWN_RESENDS = 1;
+export const DEFAULT_SUBMIT_TIMEOUT_MS = 180_000;
+
+/** The spend-safety fields of a batch's options, as its prompts get them. */
+export function promptSpendOptions(
+  options: BatchOptions,
+): Pick<PromptInput, 'onUnknownSubmit' | 'maxUnknownResends' | 'submitTimeoutMs' | 'outDir'> {
+  return {
+    ...(options.onUnknownSubmit ? { onUnknownSubmit: options.onUnknownSubmit } : {}),
+    ...(options.maxUnknownResends !== undefined ? { maxUnknownResends: options.maxUnknownResends } : {}),
+    ...(options.submitTimeoutMs !== undefined ? { submitTimeoutMs: options.submitTimeoutMs } : {}),
+    ...(options.outDir ? { outDir: options.outDir } : {}),
+  };
 }
 
 // A wide window: with jobs taking minutes, keeping a gateway's rate limit busy takes hundreds of jobs in
@@ -134,6 +161,11 @@ export interface PromptResult extends RowFields {
   sha256?: string;
   bytes?: number;
   downloadError?: string;
+  // Spend safety (issue 10, helper A).
+  /** Submits of this row whose outcome was unknown: each may have created a billed job (absent: none). */
+  unknownSubmits?: number;
+  /** Generation of the Idempotency-Key of the job this result reports (see PromptInput.keyGeneration). */
+  generation?: number;
 }
 
 export function rowFields(row: PromptRow): RowFields {
@@ -154,6 +186,14 @@ export interface SubmitResult {
   attempts: number;
 }
 
+/** One status check of a job known from an earlier run (checkJob). */
+export type JobCheck =
+  | { state: 'succeeded'; url: string }
+  | { state: 'failed'; errorCode: string; errorMessage: string }
+  | { state: 'unfinished'; rawStatus: string }
+  /** The gateway no longer knows the job (404). */
+  | { state: 'gone' };
+
 export interface PollOutcome {
   status: PromptStatus;
   url?: string;
@@ -169,6 +209,20 @@ export interface PromptInput {
   jobDeadlineMs: number;
   activityTimeoutMs: number;
   downloadDir?: string;
+  // Spend safety (issue 10, helper A); absent in prompts started before it: the defaults apply.
+  /** A job an earlier run of this row created: checked at the gateway before paying for another. */
+  knownJobId?: string;
+  /**
+   * Generation of the Idempotency-Key for a new submit: 0 or absent `vidbatch:<batch>:<row>`, n > 0
+   * `vidbatch:<batch>:<row>:g<n>`. The batch passes the prior generation + 1 with `knownJobId`, so a job that
+   * failed or is gone is never answered again by the same key.
+   */
+  keyGeneration?: number;
+  onUnknownSubmit?: UnknownSubmitPolicy;
+  maxUnknownResends?: number;
+  submitTimeoutMs?: number;
+  /** The batch's output folder (the jobs journal goes there); default `<outRoot>/<batchId>`. */
+  outDir?: string;
 }
 
 /** A verified download of a finished video. */

@@ -6,10 +6,14 @@ import { z } from 'zod';
 import type { GatewaySettings } from '../config';
 import { DEFAULT_RETRY_AFTER_MS } from '../contract/failures';
 import {
+  AuthenticationError,
   ConnectionError,
   errorForStatus,
   GatewayError,
+  KeyRefusedError,
   MalformedResponseError,
+  PacerBusyError,
+  PermissionDeniedError,
   RateLimitError,
   TimeoutError,
 } from './errors';
@@ -43,36 +47,77 @@ const jobBody = z.looseObject({
 });
 const modelsBody = z.looseObject({ data: z.array(z.looseObject({ id: z.string() })) });
 
+/** Connection failures that happen before a byte of the request leaves: the gateway cannot have seen it. */
+const NOT_SENT_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'ERR_INVALID_URL',
+]);
+
+/** How one call may go: all optional. */
+export interface CallOptions {
+  /** Longest wait for the pacer (PacerBusyError beyond it, nothing sent). */
+  maxWaitMs?: number;
+  /**
+   * Epoch ms by which the answer must be in: the HTTP timeout is clamped to it, so an activity's call never
+   * outlives its attempt (and two attempts' POSTs never overlap). Too close: PacerBusyError, nothing sent.
+   */
+  sendBy?: number;
+  /** When the caller was last told to go on after a refused key (a resume); later than the refusal lifts it. */
+  unblockedAt?: number;
+  /** Called right before the request is sent (after the pacer): the submit activity heartbeats there. */
+  beforeSend?: () => void;
+}
+
+/** Below this much time left, a call is not sent at all: it could not get an answer in time. */
+const MIN_SEND_MS = 250;
+
 export class GatewayClient {
   /** One pacer per client: the worker makes one client, shared by all its activities. */
   readonly pacer = new RequestPacer();
+  /** The key the gateway refused (401/403) and when: calls with it are refused here until it is lifted. */
+  private refusal: { key: string; at: number; status: number; message: string } | undefined;
 
   constructor(private readonly options: GatewaySettings) {}
 
-  /** How long one HTTP call may take (GATEWAY_TIMEOUT_MS). */
+  /** How long one status or models call may take (GATEWAY_TIMEOUT_MS). */
   get timeoutMs(): number {
     return this.options.timeoutMs;
   }
 
+  /** How long a submit may take before its outcome counts as unknown (GATEWAY_SUBMIT_TIMEOUT_MS). */
+  get submitTimeoutMs(): number {
+    return this.options.submitTimeoutMs ?? this.options.timeoutMs;
+  }
+
   /**
-   * Submits one job. `idempotencyKey` must be the same on every retry of the same row. `maxWaitMs` bounds
-   * the wait for the pacer (PacerBusyError beyond it).
+   * Submits one job. `idempotencyKey` must be the same on every retry of the same row. Errors say whether
+   * a job may exist (`outcomeUnknown`).
    */
-  async submit(body: GenerationRequest, idempotencyKey: string, maxWaitMs = Infinity): Promise<JobState> {
-    const json = await this.call('POST', '/videos/generations', maxWaitMs, body, {
+  async submit(
+    body: GenerationRequest,
+    idempotencyKey: string,
+    options: CallOptions = {},
+  ): Promise<JobState> {
+    const json = await this.call('POST', '/videos/generations', options, body, {
       'idempotency-key': idempotencyKey,
     });
+    // A 2xx whose body cannot be read may still be a new job: toJobState's MalformedResponseError is unknown.
     return this.toJobState(json);
   }
 
-  async getJob(jobId: string, maxWaitMs = Infinity): Promise<JobState> {
+  async getJob(jobId: string, options: CallOptions = {}): Promise<JobState> {
     const path = `/videos/generations/${encodeURIComponent(jobId)}`;
-    const json = await this.call('GET', path, maxWaitMs);
+    const json = await this.call('GET', path, options);
     return this.toJobState(json);
   }
 
   async listModels(): Promise<string[]> {
-    const parsed = modelsBody.safeParse(await this.call('GET', '/models', Infinity));
+    const parsed = modelsBody.safeParse(await this.call('GET', '/models', {}));
     if (!parsed.success) throw new MalformedResponseError('GET /models returned an unexpected body');
     return parsed.data.data.map((m) => m.id);
   }
@@ -104,21 +149,54 @@ export class GatewayClient {
     return key ? text.split(key).join('[redacted]') : text;
   }
 
-  /** Every request goes through here: it waits for the pacer (submissions first), and tells it about 429s. */
+  /**
+   * A refused key stops at once: after a 401/403, every call with the same key is refused here (nothing
+   * sent), calls already queued in the pacer included, until the key changes (a rotated key file) or a call
+   * comes from a caller unblocked after the refusal (the batch was resumed). Throws KeyRefusedError.
+   */
+  private checkKey(what: string, unblockedAt: number | undefined): void {
+    const refusal = this.refusal;
+    if (!refusal) return;
+    if (this.options.apiKey() !== refusal.key || (unblockedAt !== undefined && unblockedAt > refusal.at)) {
+      this.refusal = undefined;
+      return;
+    }
+    throw new KeyRefusedError(
+      `${what}: not sent: the gateway refused this API key at ${new Date(refusal.at).toISOString()} ` +
+        `(${refusal.message}); waiting for a new key or a resume`,
+      refusal.status,
+    );
+  }
+
+  /** Every request goes through here: the key check, the pacer (submissions first), 429s and refusals. */
   private async call(
     method: 'GET' | 'POST',
     path: string,
-    maxWaitMs: number,
+    options: CallOptions,
     body?: unknown,
     extraHeaders: Record<string, string> = {},
   ): Promise<unknown> {
-    await this.pacer.acquire(method === 'POST' ? 'submit' : 'status', maxWaitMs);
+    const what = `${method} ${path}`;
+    this.checkKey(what, options.unblockedAt);
+    await this.pacer.acquire(method === 'POST' ? 'submit' : 'status', options.maxWaitMs ?? Infinity);
+    // Again after the pacer: a call queued there must not go out with a key refused meanwhile.
+    this.checkKey(what, options.unblockedAt);
+    const limit = method === 'POST' ? this.submitTimeoutMs : this.options.timeoutMs;
+    const left = (options.sendBy ?? Infinity) - Date.now();
+    if (left < MIN_SEND_MS)
+      throw new PacerBusyError(1000, `${what}: not sent: too little time left in this attempt`);
+    const timeoutMs = Math.min(limit, left);
+    const key = this.options.apiKey();
     try {
-      return await this.send(method, path, body, extraHeaders);
+      options.beforeSend?.();
+      return await this.send(method, path, body, extraHeaders, key, timeoutMs);
     } catch (err) {
       const error = err instanceof GatewayError ? err : new GatewayError(this.redact(String(err)));
       if (error instanceof RateLimitError)
         this.pacer.rateLimited(error.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS);
+      if (error instanceof AuthenticationError || error instanceof PermissionDeniedError) {
+        this.refusal ??= { key, at: Date.now(), status: error.status ?? 403, message: error.message };
+      }
       throw error;
     }
   }
@@ -128,6 +206,8 @@ export class GatewayClient {
     path: string,
     body: unknown,
     extraHeaders: Record<string, string>,
+    key: string,
+    timeoutMs: number,
   ): Promise<unknown> {
     const what = `${method} ${path}`;
     let response: Dispatcher.ResponseData;
@@ -136,17 +216,17 @@ export class GatewayClient {
       response = await request(`${this.options.baseUrl}${path}`, {
         method,
         headers: {
-          authorization: `Bearer ${this.options.apiKey()}`,
+          authorization: `Bearer ${key}`,
           accept: 'application/json',
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
           ...extraHeaders,
         },
         body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(this.options.timeoutMs),
+        signal: AbortSignal.timeout(timeoutMs),
       });
       text = await response.body.text();
     } catch (err) {
-      const e = err as { name?: string; code?: string };
+      const e = err as { name?: string; code?: string; cause?: { code?: string } };
       if (
         e.name === 'TimeoutError' ||
         e.name === 'AbortError' ||
@@ -154,10 +234,16 @@ export class GatewayClient {
         e.code === 'UND_ERR_BODY_TIMEOUT'
       ) {
         throw new TimeoutError(
-          `${what}: no response within ${this.options.timeoutMs} ms (the request may have been processed)`,
+          `${what}: no response within ${timeoutMs} ms (the request may have been processed)`,
         );
       }
-      throw new ConnectionError(`${what}: connection failed (${e.code ?? e.name ?? 'unknown'})`);
+      const code = e.code ?? e.cause?.code;
+      const beforeSending = code !== undefined && NOT_SENT_CODES.has(code);
+      throw new ConnectionError(
+        `${what}: connection failed (${code ?? e.name ?? 'unknown'})` +
+          (beforeSending ? ', nothing sent' : ' (the request may have been processed)'),
+        beforeSending,
+      );
     }
     const { statusCode } = response;
     let json: unknown;

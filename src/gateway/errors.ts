@@ -1,11 +1,17 @@
 // Errors of the gateway client and the request pacer. Gateway errors form one hierarchy keyed by HTTP status
 // (as in openai-node); their messages never contain the API key, because they end up in workflow history.
+// Each says whether, for a submit, the outcome is unknown (a job may exist) or known (no job was made): an
+// answer that refuses the request proves nothing was created; silence, a reset, a 5xx or an unreadable 2xx
+// does not (the spec promises neither idempotency nor that a proxy's 5xx means the upstream did nothing).
 
 /** Thrown by the worker's request pacer when a call would wait longer than its caller can; nothing was sent. */
 export class PacerBusyError extends Error {
   override name = 'PacerBusyError';
-  constructor(readonly retryAfterMs: number) {
-    super(`the worker's request pacer is busy; try again in ${Math.ceil(retryAfterMs / 1000)} s`);
+  constructor(
+    readonly retryAfterMs: number,
+    message = `the worker's request pacer is busy; try again in ${Math.ceil(retryAfterMs / 1000)} s`,
+  ) {
+    super(message);
   }
 }
 
@@ -22,30 +28,45 @@ export class GatewayError extends Error {
     super(message);
     this.code = code;
   }
+
+  /**
+   * For a submit: true when the request may have created a job (no answer that proves otherwise). Errors of
+   * unknown origin count as unknown: being wrong that way costs at most a reported resend.
+   */
+  get outcomeUnknown(): boolean {
+    return true;
+  }
+}
+
+/** An answer that refused the request: the gateway made no job. */
+abstract class RefusedError extends GatewayError {
+  override get outcomeUnknown(): boolean {
+    return false;
+  }
 }
 
 /** Thrown by the gateway client on 401: the key is missing or invalid. */
-export class AuthenticationError extends GatewayError {
+export class AuthenticationError extends RefusedError {
   override name = 'AuthenticationError';
 }
 
 /** Thrown by the gateway client on 403: the key is disabled or lacks access to the model. */
-export class PermissionDeniedError extends GatewayError {
+export class PermissionDeniedError extends RefusedError {
   override name = 'PermissionDeniedError';
 }
 
 /** Thrown by the gateway client on 404: unknown job id or path. */
-export class NotFoundError extends GatewayError {
+export class NotFoundError extends RefusedError {
   override name = 'NotFoundError';
 }
 
 /** Thrown by the gateway client on other 4xx: the request itself is invalid and retrying cannot help. */
-export class BadRequestError extends GatewayError {
+export class BadRequestError extends RefusedError {
   override name = 'BadRequestError';
 }
 
 /** Thrown by the gateway client on 429; `retryAfterMs` is what the gateway asked us to wait, when it said. */
-export class RateLimitError extends GatewayError {
+export class RateLimitError extends RefusedError {
   override name = 'RateLimitError';
   constructor(
     message: string,
@@ -66,9 +87,30 @@ export class TimeoutError extends GatewayError {
   override name = 'TimeoutError';
 }
 
-/** Thrown by the gateway client when the connection failed or was dropped before a full response. */
+/**
+ * Thrown by the gateway client when the connection failed or was dropped before a full response;
+ * `beforeSending` when it never connected (refused, no such host), so nothing reached the gateway.
+ */
 export class ConnectionError extends GatewayError {
   override name = 'ConnectionError';
+  constructor(
+    message: string,
+    readonly beforeSending = false,
+  ) {
+    super(message);
+  }
+
+  override get outcomeUnknown(): boolean {
+    return !this.beforeSending;
+  }
+}
+
+/**
+ * Thrown by the gateway client, without sending anything, for a call with an API key the gateway refused
+ * (401/403) until the key changes or the batch is resumed; `status` is the refusal's, so it pauses the same way.
+ */
+export class KeyRefusedError extends RefusedError {
+  override name = 'KeyRefusedError';
 }
 
 /** Thrown by the gateway client when a 2xx body is not JSON or not of the documented shape. */

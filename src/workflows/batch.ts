@@ -33,6 +33,7 @@ import {
 } from '../contract/messages';
 import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
 import {
+  promptSpendOptions,
   rowFields,
   type BatchInput,
   type BatchResult,
@@ -168,6 +169,7 @@ function startPrompt(input: BatchInput, row: PromptRow) {
         jobDeadlineMs: options.jobDeadlineMs,
         activityTimeoutMs: options.activityTimeoutMs,
         ...(options.downloadDir ? { downloadDir: options.downloadDir } : {}),
+        ...promptSpendOptions(options),
       },
     ],
     typedSearchAttributes: [

@@ -4,9 +4,11 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  CancellationScope,
   condition,
   isCancellation,
   getExternalWorkflowHandle,
+  patched,
   proxyActivities,
   setHandler,
   sleep,
@@ -16,10 +18,18 @@ import {
   type ExternalWorkflowHandle,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { DEFAULT_RETRY_AFTER_MS, FailureType, RETRY_POLICIES } from '../contract/failures';
+import {
+  DEFAULT_RETRY_AFTER_MS,
+  FailureType,
+  PATCH_SPEND_SAFETY,
+  RETRY_POLICIES,
+} from '../contract/failures';
 import { promptBlockedSignal, promptRateLimitedSignal, unblockSignal } from '../contract/messages';
 import { StateAttr } from '../contract/search-attributes';
 import {
+  DEFAULT_MAX_UNKNOWN_RESENDS,
+  DEFAULT_ON_UNKNOWN_SUBMIT,
+  DEFAULT_SUBMIT_TIMEOUT_MS,
   rowFields,
   type PollOutcome,
   type PromptInput,
@@ -39,6 +49,7 @@ function failureCode(failure: ApplicationFailure | undefined, fallback: string):
 
 export async function promptWorkflow(input: PromptInput): Promise<PromptResult> {
   const prompt = new PromptRun(input);
+  if (patched(PATCH_SPEND_SAFETY)) return spendSafePrompt(prompt);
   const submit = await submitOnce(prompt);
   if ('failed' in submit) return submit.failed;
   upsertSearchAttributes([{ key: StateAttr, value: 'running' }]);
@@ -51,6 +62,8 @@ class PromptRun {
   readonly batch: ExternalWorkflowHandle | undefined;
   /** Time spent waiting for `unblock`; it does not count against the job's deadline. */
   pausedMs = 0;
+  /** When this prompt last went on after a refused key (or started): lifts a worker's local key refusal. */
+  unblockedAt = Date.now();
   private unblocked = false;
   private readonly base: RowFields;
 
@@ -74,6 +87,7 @@ class PromptRun {
     if (this.batch)
       await this.batch.signal(promptBlockedSignal, { rowId: this.input.row.id, reason: failure.message });
     await condition(() => this.unblocked);
+    this.unblockedAt = Date.now();
     this.pausedMs += Date.now() - since;
   }
 }
@@ -231,5 +245,299 @@ async function download(input: PromptInput, url: string): Promise<Partial<Prompt
   } catch (err) {
     const failure = applicationFailure(err);
     return { downloadError: failure?.message ?? String(err) };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Spend safety (issue 10), for prompts started with the `spend-safety` patch. What changes:
+// - a known job (from an earlier run) is checked before paying for another;
+// - a submit whose outcome is unknown is resent with the same key at most `maxUnknownResends` times, or the
+//   row fails with `submit_unknown`; every unknown outcome is counted on the row (`unknownSubmits`);
+// - the submit activity runs in a non-cancellable scope, so a cancel never loses the id of a job in flight;
+//   rows cancelled while waiting (Retry-After, refused key, polling) end as `cancelled` with their job id;
+// - the deadline is decided by the poll activity from a real status check, never by a timeout of waiting.
+
+/** Code of a row whose submit outcome stayed unknown (it may be billed); `retry-failed --code` re-sends it. */
+export const SUBMIT_UNKNOWN_CODE = 'submit_unknown';
+
+interface SpendState {
+  generation: number;
+  unknownSubmits: number;
+  /** Submit activities started (rate limits and resends included), for `attempts`. */
+  rateLimits: number;
+}
+
+function cancelledResult(
+  prompt: PromptRun,
+  spend: SpendState,
+  jobId: string | undefined,
+  waiting: string,
+): PromptResult {
+  return prompt.finish({
+    status: 'failed',
+    attempts: spend.rateLimits + spend.unknownSubmits + (jobId ? 1 : 0),
+    polls: 0,
+    errorCode: 'cancelled',
+    errorMessage: jobId
+      ? `the batch was cancelled while ${waiting}; job ${jobId} was submitted and may still finish at the gateway`
+      : `the batch was cancelled while ${waiting}; no job id is known for this row` +
+        (spend.unknownSubmits
+          ? ` (${spend.unknownSubmits} submit(s) with an unknown outcome may have made one)`
+          : ''),
+    ...(jobId ? { jobId } : {}),
+    ...spendFields(spend),
+  });
+}
+
+function spendFields(spend: SpendState): Pick<PromptResult, 'unknownSubmits' | 'generation'> {
+  return {
+    ...(spend.unknownSubmits > 0 ? { unknownSubmits: spend.unknownSubmits } : {}),
+    generation: spend.generation,
+  };
+}
+
+async function spendSafePrompt(prompt: PromptRun): Promise<PromptResult> {
+  const { input } = prompt;
+  const spend: SpendState = { generation: input.keyGeneration ?? 0, unknownSubmits: 0, rateLimits: 0 };
+  if (input.knownJobId) {
+    // The known job belongs to the previous generation: keyGeneration is what a new submit would use.
+    const known = await checkKnownJob(prompt, input.knownJobId, {
+      ...spend,
+      generation: Math.max(0, spend.generation - 1),
+    });
+    if (known) return known;
+  }
+  const submit = await submitSpendSafe(prompt, spend);
+  if ('failed' in submit) return submit.failed;
+  upsertSearchAttributes([{ key: StateAttr, value: 'running' }]);
+  return pollSpendSafe(prompt, submit.submitted, spend);
+}
+
+/**
+ * Checks a job an earlier run made: finished -> its result (no new job); unfinished -> polled to the end;
+ * failed or gone -> undefined (the caller submits a new job with the next key generation).
+ */
+async function checkKnownJob(
+  prompt: PromptRun,
+  jobId: string,
+  spend: SpendState,
+): Promise<PromptResult | undefined> {
+  const { checkJob } = proxyActivities<Activities>({
+    startToCloseTimeout: prompt.input.activityTimeoutMs,
+    retry: RETRY_POLICIES.checkJob,
+  });
+  for (;;) {
+    try {
+      const check = await checkJob.executeWithOptions({ summary: `check known job ${jobId}` }, [
+        { jobId, unblockedAt: prompt.unblockedAt },
+      ]);
+      if (check.state === 'succeeded') {
+        const outcome = { status: 'succeeded' as const, url: check.url, polls: 1 };
+        const base = { jobId, attempts: 0, ...spendFields(spend) };
+        if (prompt.input.downloadDir)
+          return prompt.finish({ ...base, ...outcome, ...(await download(prompt.input, check.url)) });
+        return prompt.finish({ ...base, ...outcome });
+      }
+      if (check.state === 'unfinished') {
+        upsertSearchAttributes([{ key: StateAttr, value: 'running' }]);
+        // Its submit time is not known here: the deadline counts from now.
+        return pollSpendSafe(prompt, { jobId, submittedAt: Date.now(), attempts: 0 }, spend);
+      }
+      return undefined; // failed or gone: a new job is the only way to get this row's video
+    } catch (err) {
+      if (isCancellation(err)) return cancelledResult(prompt, spend, jobId, 'checking its known job');
+      const failure = applicationFailure(err);
+      if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
+        try {
+          await prompt.waitForUnblock(failure);
+        } catch (e) {
+          if (isCancellation(e))
+            return cancelledResult(prompt, spend, jobId, 'waiting for a working API key');
+          throw e;
+        }
+        continue;
+      }
+      return prompt.finish({
+        status: 'failed',
+        jobId,
+        attempts: 0,
+        polls: 1,
+        errorCode: failureCode(failure, 'check_failed'),
+        errorMessage: failure?.message ?? String(err),
+        ...spendFields(spend),
+      });
+    }
+  }
+}
+
+/** Submits with the unknown-outcome policy; waits for Retry-After and a refused key durably and cancellably. */
+async function submitSpendSafe(
+  prompt: PromptRun,
+  spend: SpendState,
+): Promise<{ submitted: SubmitResult } | { failed: PromptResult }> {
+  const { row, batchId } = prompt.input;
+  const policy = prompt.input.onUnknownSubmit ?? DEFAULT_ON_UNKNOWN_SUBMIT;
+  const maxResends = prompt.input.maxUnknownResends ?? DEFAULT_MAX_UNKNOWN_RESENDS;
+  const { submitJob } = proxyActivities<Activities>({
+    startToCloseTimeout: prompt.input.submitTimeoutMs ?? DEFAULT_SUBMIT_TIMEOUT_MS,
+    retry: RETRY_POLICIES.submitJob,
+  });
+  const scope = CancellationScope.current();
+  for (;;) {
+    if (scope.consideredCancelled)
+      return { failed: cancelledResult(prompt, spend, undefined, 'waiting to submit') };
+    let submitted: SubmitResult | undefined;
+    let failure: ApplicationFailure | undefined;
+    let error: unknown;
+    // Never cancelled mid-flight: a submit that reaches the gateway must bring its job id home.
+    await CancellationScope.nonCancellable(async () => {
+      try {
+        submitted = await submitJob.executeWithOptions({ summary: `submit row ${row.id}` }, [
+          {
+            batchId,
+            row,
+            generation: spend.generation,
+            ...(prompt.input.outDir ? { outDir: prompt.input.outDir } : {}),
+            unblockedAt: prompt.unblockedAt,
+          },
+        ]);
+      } catch (err) {
+        error = err;
+        failure = applicationFailure(err);
+      }
+    });
+    if (submitted) {
+      if (scope.consideredCancelled)
+        return { failed: cancelledResult(prompt, spend, submitted.jobId, 'its submit was in flight') };
+      return {
+        submitted: { ...submitted, attempts: submitted.attempts + spend.rateLimits + spend.unknownSubmits },
+      };
+    }
+    if (failure?.type === FailureType.SubmitUnknown) {
+      spend.unknownSubmits += 1;
+      const resend = policy === 'resend' && spend.unknownSubmits <= maxResends && !scope.consideredCancelled;
+      if (!resend) {
+        if (scope.consideredCancelled)
+          return { failed: cancelledResult(prompt, spend, undefined, 'its submit was in flight') };
+        return {
+          failed: prompt.finish({
+            status: 'failed',
+            attempts: spend.rateLimits + spend.unknownSubmits,
+            polls: 0,
+            errorCode: SUBMIT_UNKNOWN_CODE,
+            errorMessage:
+              `${failure.message}. The outcome of ${spend.unknownSubmits} submit(s) is unknown: the gateway may ` +
+              `have created (and billed) a job whose id vidbatch never received` +
+              (policy === 'fail'
+                ? ' (--on-unknown-submit fail: not re-sent)'
+                : ` (resent ${maxResends} time(s), the most --max-unknown-resends allows)`),
+            ...spendFields(spend),
+          }),
+        };
+      }
+      continue; // the same key: a gateway that honours it returns the job the lost answer was about
+    }
+    try {
+      if (failure?.type === FailureType.RateLimited) {
+        const { retryAfterMs } = (failure.details?.[0] ?? { retryAfterMs: DEFAULT_RETRY_AFTER_MS }) as {
+          retryAfterMs: number;
+        };
+        if (prompt.batch)
+          await prompt.batch.signal(promptRateLimitedSignal, {
+            rowId: row.id,
+            untilMs: Date.now() + retryAfterMs,
+          });
+        spend.rateLimits += 1;
+        await sleep(retryAfterMs, {
+          summary: `429: waiting until ${new Date(Date.now() + retryAfterMs).toISOString()} as Retry-After asked`,
+        });
+      } else if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
+        await prompt.waitForUnblock(failure);
+      } else {
+        return {
+          failed: prompt.finish({
+            status: 'failed',
+            attempts: 1 + spend.rateLimits + spend.unknownSubmits,
+            polls: 0,
+            errorCode: failureCode(failure, 'submit_failed'),
+            errorMessage: failure?.message ?? String(error),
+            ...spendFields(spend),
+          }),
+        };
+      }
+    } catch (err) {
+      if (isCancellation(err)) {
+        const waiting =
+          failure?.type === FailureType.RateLimited
+            ? 'waiting for Retry-After'
+            : 'waiting for a working API key';
+        return { failed: cancelledResult(prompt, spend, undefined, waiting) };
+      }
+      throw err;
+    }
+  }
+}
+
+/**
+ * Polls the job until it is terminal; the poll activity decides the deadline from a real status check made
+ * after `deadlineAt` (submit time + job deadline + time paused). No schedule-to-close: waiting is not failing.
+ */
+async function pollSpendSafe(
+  prompt: PromptRun,
+  submitted: SubmitResult,
+  spend: SpendState,
+): Promise<PromptResult> {
+  const { input } = prompt;
+  const common = {
+    jobId: submitted.jobId,
+    attempts: submitted.attempts,
+    submittedAt: new Date(submitted.submittedAt).toISOString(),
+    ...spendFields(spend),
+  };
+  const { pollJob } = proxyActivities<Activities>({
+    startToCloseTimeout: input.activityTimeoutMs,
+    retry: RETRY_POLICIES.pollJob(input.poll.intervalMs),
+  });
+  for (;;) {
+    let outcome: PollOutcome;
+    try {
+      outcome = await pollJob.executeWithOptions({ summary: `poll job ${submitted.jobId}` }, [
+        {
+          jobId: submitted.jobId,
+          submittedAt: submitted.submittedAt,
+          poll: input.poll,
+          deadlineAt: submitted.submittedAt + input.jobDeadlineMs + prompt.pausedMs,
+          unblockedAt: prompt.unblockedAt,
+        },
+      ]);
+    } catch (err) {
+      if (isCancellation(err))
+        return { ...cancelledResult(prompt, spend, submitted.jobId, 'polling'), ...common };
+      const failure = applicationFailure(err);
+      if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
+        try {
+          await prompt.waitForUnblock(failure);
+        } catch (e) {
+          if (isCancellation(e))
+            return {
+              ...cancelledResult(prompt, spend, submitted.jobId, 'waiting for a working API key'),
+              ...common,
+            };
+          throw e;
+        }
+        continue;
+      }
+      return prompt.finish({
+        ...common,
+        status: 'failed',
+        polls: 0,
+        errorCode: failureCode(failure, 'poll_failed'),
+        errorMessage: failure?.message ?? String(err),
+      });
+    }
+    if (outcome.status === 'succeeded' && outcome.url && input.downloadDir) {
+      return prompt.finish({ ...common, ...outcome, ...(await download(input, outcome.url)) });
+    }
+    return prompt.finish({ ...common, ...outcome });
   }
 }

@@ -7,14 +7,17 @@ import {
   AuthenticationError,
   BadRequestError,
   ConnectionError,
+  GatewayError,
+  KeyRefusedError,
   MalformedResponseError,
   NotFoundError,
+  PacerBusyError,
   PermissionDeniedError,
   RateLimitError,
   ServerError,
   TimeoutError,
 } from '../../src/gateway/errors';
-import { GatewayClient } from '../../src/gateway/client';
+import { GatewayClient, type CallOptions } from '../../src/gateway/client';
 import { parseRetryAfter } from '../../src/gateway/retry-after';
 import { canonicalStatus } from '../../src/gateway/status';
 import { freePort } from '../../src/dev-server/dev-server';
@@ -174,5 +177,169 @@ describe('GatewayClient against the simulator', () => {
     expect(error).toBeInstanceOf(ServerError);
     expect(error.message).toContain('[redacted]');
     expect(JSON.stringify({ m: error.message, s: error.stack })).not.toContain(secret);
+  });
+});
+
+/** The error a call rejected with (undefined when it succeeded). */
+const failure = <T>(call: Promise<unknown>): Promise<T | undefined> =>
+  call.then(
+    () => undefined,
+    (e: unknown) => e as T,
+  );
+
+describe('submit outcome: not sent / refused vs unknown', () => {
+  /** The error a submit raises, and how many jobs the gateway made for it. */
+  async function submitOutcome(
+    options: SimulatorOptions,
+    client?: (sim: Simulator) => GatewayClient,
+    callOptions: CallOptions = {},
+  ) {
+    const { sim, client: c } = await setup(options);
+    const error = await (client ? client(sim) : c)
+      .submit(request, 'k', callOptions)
+      .then(() => undefined)
+      .catch((e: unknown) => e as GatewayError);
+    return { error, jobs: sim.stats().jobsCreated, sim };
+  }
+
+  it('answers that refuse the request are known: no job was made', async () => {
+    const cases: [SimulatorOptions, ((sim: Simulator) => GatewayClient) | undefined, unknown][] = [
+      [
+        {},
+        (sim) => new GatewayClient({ baseUrl: sim.baseUrl, apiKey: () => 'sk-wrong', timeoutMs: 2000 }),
+        AuthenticationError,
+      ],
+      [{ faults: { error429: 1 } }, undefined, RateLimitError],
+    ];
+    for (const [options, client, type] of cases) {
+      const { error, jobs } = await submitOutcome(options, client);
+      expect(error).toBeInstanceOf(type);
+      expect(error?.outcomeUnknown).toBe(false);
+      expect(jobs).toBe(0);
+    }
+    const { sim, client } = await setup();
+    const bad = await failure<GatewayError>(client.submit({ ...request, model: 'nope' }, 'k'));
+    expect(bad).toBeInstanceOf(BadRequestError);
+    expect(bad?.outcomeUnknown).toBe(false);
+    sim.state.findKey(sim.apiKey)!.enabled = false;
+    const disabled = await failure<GatewayError>(client.submit(request, 'k'));
+    expect(disabled).toBeInstanceOf(PermissionDeniedError);
+    expect(disabled?.outcomeUnknown).toBe(false);
+    expect(sim.stats().jobsCreated).toBe(0);
+  });
+
+  it('a refused connection is known not sent', async () => {
+    const client = new GatewayClient({
+      baseUrl: `http://127.0.0.1:${await freePort()}/v1`,
+      apiKey: () => 'sk-x',
+      timeoutMs: 1000,
+    });
+    const error = await failure<ConnectionError>(client.submit(request, 'k'));
+    expect(error).toBeInstanceOf(ConnectionError);
+    expect(error?.beforeSending).toBe(true);
+    expect(error?.outcomeUnknown).toBe(false);
+    expect(error?.message).toMatch(/nothing sent/);
+  });
+
+  it('silence, resets, 5xx and unreadable 2xx are unknown: a job may exist', async () => {
+    const cases: [SimulatorOptions, unknown, boolean][] = [
+      // [faults, error class, whether the simulator made a job before failing]
+      [{ faults: { drop: 1 } }, ConnectionError, true],
+      [{ faults: { error502After: 1 } }, ServerError, true],
+      [{ faults: { error504After: 1 } }, ServerError, true],
+      [{ faults: { malformed: 1 } }, MalformedResponseError, true],
+      [{ faults: { slow: 1, slowMs: 1500 } }, TimeoutError, true],
+      // Before processing, but the client cannot tell: still unknown.
+      [{ faults: { error5xx: 1 } }, ServerError, false],
+      [{ faults: { resetBefore: 1 } }, ConnectionError, false],
+    ];
+    for (const [options, type, made] of cases) {
+      const { error, jobs } = await submitOutcome(
+        options,
+        (sim) =>
+          new GatewayClient({
+            baseUrl: sim.baseUrl,
+            apiKey: () => sim.apiKey,
+            timeoutMs: 100,
+            submitTimeoutMs: 500,
+          }),
+      );
+      expect(error, JSON.stringify(options)).toBeInstanceOf(type);
+      expect(error?.outcomeUnknown, JSON.stringify(options)).toBe(true);
+      expect(jobs, JSON.stringify(options)).toBe(made ? 1 : 0);
+    }
+  });
+
+  it('gives a submit its own, longer timeout than a status check', async () => {
+    const { sim } = await setup({ faults: { slow: 1, slowMs: 400, scope: 'submit' } });
+    const client = new GatewayClient({
+      baseUrl: sim.baseUrl,
+      apiKey: () => sim.apiKey,
+      timeoutMs: 100,
+      submitTimeoutMs: 3000,
+    });
+    expect((await client.submit(request, 'k')).id).toMatch(/^vid_/);
+  });
+
+  it("keeps the HTTP timeout inside the caller's attempt, and sends nothing when too little time is left", async () => {
+    const { sim } = await setup({ faults: { slow: 1, slowMs: 3000 } });
+    const client = new GatewayClient({
+      baseUrl: sim.baseUrl,
+      apiKey: () => sim.apiKey,
+      timeoutMs: 5000,
+      submitTimeoutMs: 5000,
+    });
+    const started = Date.now();
+    const error = await client.submit(request, 'k', { sendBy: Date.now() + 400 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(TimeoutError);
+    expect(Date.now() - started).toBeLessThan(1500);
+    const before = sim.stats().requests['POST /v1/videos/generations'];
+    let sent = false;
+    const late = await client
+      .submit(request, 'k', { sendBy: Date.now() + 50, beforeSend: () => (sent = true) })
+      .catch((e: unknown) => e);
+    expect(late).toBeInstanceOf(PacerBusyError);
+    expect(sent).toBe(false);
+    expect(sim.stats().requests['POST /v1/videos/generations']).toEqual(before);
+  });
+});
+
+describe('a refused key stops at once', () => {
+  it('refuses every later call with that key locally, queued calls included, until resumed or rotated', async () => {
+    const { sim } = await setup();
+    const record = sim.state.findKey(sim.apiKey)!;
+    let key = sim.apiKey;
+    const client = new GatewayClient({ baseUrl: sim.baseUrl, apiKey: () => key, timeoutMs: 2000 });
+    record.enabled = false;
+    // Ten calls at once: the pacer sends one, the others queue behind it.
+    const results = await Promise.all(
+      Array.from({ length: 10 }, () => client.submit(request, 'k').catch((e: unknown) => e)),
+    );
+    expect(
+      results.filter((e) => e instanceof PermissionDeniedError && !(e instanceof KeyRefusedError)).length,
+    ).toBe(1);
+    const local = results.filter((e) => e instanceof KeyRefusedError);
+    expect(local.length).toBeGreaterThanOrEqual(8);
+    expect((local[0] as KeyRefusedError).status).toBe(403);
+    expect((local[0] as KeyRefusedError).outcomeUnknown).toBe(false);
+    expect((local[0] as Error).message).not.toContain(sim.apiKey);
+    expect(sim.stats().requestsWithDisabledKey[record.id]).toBeLessThanOrEqual(2);
+    const sentBefore = sim.stats().requestsWithDisabledKey[record.id] ?? 0;
+    // Still refused later, with no unblock: nothing goes out.
+    await expect(client.getJob('vid_x')).rejects.toBeInstanceOf(KeyRefusedError);
+    await expect(client.getJob('vid_x', { unblockedAt: Date.now() - 60_000 })).rejects.toBeInstanceOf(
+      KeyRefusedError,
+    );
+    expect(sim.stats().requestsWithDisabledKey[record.id]).toBe(sentBefore);
+    // A resume (unblocked after the refusal) sends one call; the key is still disabled: refused again.
+    await expect(client.getJob('vid_x', { unblockedAt: Date.now() + 1 })).rejects.toBeInstanceOf(
+      PermissionDeniedError,
+    );
+    expect(sim.stats().requestsWithDisabledKey[record.id]).toBe(sentBefore + 1);
+    await expect(client.getJob('vid_x')).rejects.toBeInstanceOf(KeyRefusedError);
+    // A new key (a rotated key file) lifts the refusal at once.
+    key = sim.state.createKey('rotated').key;
+    expect((await client.submit(request, 'k2')).id).toMatch(/^vid_/);
+    expect(sim.stats().requestsWithDisabledKey[record.id]).toBe(sentBefore + 1);
   });
 });

@@ -5,6 +5,7 @@ import {
   downloadFailed,
   jobNotFinished,
   pacerBusy,
+  submitUnknown,
   toFailure,
 } from '../../src/activities/to-failure';
 import { FailureType, NON_RETRYABLE, RETRY_POLICIES } from '../../src/contract/failures';
@@ -13,6 +14,7 @@ import {
   AuthenticationError,
   BadRequestError,
   ConnectionError,
+  KeyRefusedError,
   MalformedResponseError,
   NotFoundError,
   PacerBusyError,
@@ -65,20 +67,50 @@ describe('toFailure', () => {
     expect(toFailure(new RateLimitError('429', undefined), 'pollJob').nextRetryDelay).toBe(1000);
   });
 
-  it('retries transient errors, after the poll schedule when given', () => {
+  it('hands a submit whose outcome is unknown to the workflow, and retries the same errors on poll', () => {
     for (const err of [
       new ServerError('503', 503),
       new TimeoutError('slow'),
       new ConnectionError('reset'),
       new MalformedResponseError('bad json', 200),
-      new Error('something else'),
     ]) {
+      expect(toFailure(err, 'submitJob')).toMatchObject({
+        type: FailureType.SubmitUnknown,
+        nonRetryable: true,
+        details: [{ code: 'submit_unknown' }],
+      });
+      const poll = toFailure(err, 'pollJob', 4500);
+      expect(poll).toMatchObject({ type: err.name, nonRetryable: false, nextRetryDelay: 4500 });
+    }
+  });
+
+  it('retries a submit that provably sent nothing, and errors from before sending', () => {
+    for (const err of [new ConnectionError('refused', true), new Error('something else')]) {
       const submit = toFailure(err, 'submitJob');
       expect(submit.nonRetryable).toBe(false);
-      expect(submit.nextRetryDelay).toBeUndefined();
       expect(submit.type).toBe(err.name);
-      expect(toFailure(err, 'pollJob', 4500)).toMatchObject({ nonRetryable: false, nextRetryDelay: 4500 });
+      expect(submit.nextRetryDelay).toBeUndefined();
     }
+  });
+
+  it('refuses locally with the type of the refusal, so a refused key pauses the batch as before', () => {
+    expect(toFailure(new KeyRefusedError('not sent', 403), 'submitJob')).toMatchObject({
+      type: FailureType.Forbidden,
+      nonRetryable: true,
+    });
+    expect(toFailure(new KeyRefusedError('not sent', 401), 'pollJob')).toMatchObject({
+      type: FailureType.Unauthorized,
+      nonRetryable: true,
+    });
+    expect(toFailure(new KeyRefusedError('not sent', 403), 'checkJob').type).toBe(FailureType.Forbidden);
+  });
+
+  it('submitUnknown (an attempt ended mid-POST) goes to the workflow with the row code', () => {
+    expect(submitUnknown('crashed while sending')).toMatchObject({
+      type: FailureType.SubmitUnknown,
+      nonRetryable: true,
+      details: [{ code: 'submit_unknown' }],
+    });
   });
 
   it('marks non-retryable exactly the types the retry policies list', () => {
@@ -90,14 +122,20 @@ describe('toFailure', () => {
       new RateLimitError('429', 1000),
       new ServerError('500', 500),
       new TimeoutError('slow'),
+      new KeyRefusedError('not sent', 401),
     ];
     const policies = {
       submitJob: RETRY_POLICIES.submitJob.nonRetryableErrorTypes,
+      checkJob: RETRY_POLICIES.checkJob.nonRetryableErrorTypes,
       pollJob: RETRY_POLICIES.pollJob(1000).nonRetryableErrorTypes,
     };
-    for (const activity of ['submitJob', 'pollJob'] as const) {
-      const nonRetryable = errors.map((e) => toFailure(e, activity)).filter((f) => f.nonRetryable);
-      expect(nonRetryable.map((f) => f.type).sort()).toEqual([...NON_RETRYABLE[activity]].sort());
+    for (const activity of ['submitJob', 'checkJob', 'pollJob'] as const) {
+      // NotFound on checkJob is an answer (the job is gone), not a failure the activity throws.
+      const thrown = activity === 'checkJob' ? errors.filter((e) => !(e instanceof NotFoundError)) : errors;
+      const nonRetryable = thrown.map((e) => toFailure(e, activity)).filter((f) => f.nonRetryable);
+      expect([...new Set(nonRetryable.map((f) => f.type))].sort()).toEqual(
+        [...NON_RETRYABLE[activity]].sort(),
+      );
       expect([...(policies[activity] ?? [])].sort()).toEqual([...NON_RETRYABLE[activity]].sort());
     }
     expect(csvChanged('changed')).toMatchObject({ type: FailureType.CsvChanged, nonRetryable: true });
