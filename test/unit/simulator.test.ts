@@ -1,3 +1,6 @@
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { looksLikeMp4 } from '../../src/results/download';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/server';
@@ -172,8 +175,8 @@ describe('simulator: video jobs', () => {
     expect(r.error.code).toBe('content_moderation');
   });
 
-  it('returns the same job for a repeated Idempotency-Key and counts it', async () => {
-    const s = await sim();
+  it('returns the same job for a repeated Idempotency-Key when told to honour it, and counts it', async () => {
+    const s = await sim({ idempotency: true });
     const headers = { 'idempotency-key': 'batch-1:row-1' };
     const a = (await (await call(s, '/v1/videos/generations', { body: body(), headers })).json()) as {
       id: string;
@@ -296,5 +299,282 @@ describe('simulator: fault injection', () => {
     };
     expect(requests['GET /v1/models']).toEqual({ 200: 1, 401: 1 });
     expect(requests['GET /v1/videos/generations/{id}']).toEqual({ 404: 1 });
+  });
+});
+
+async function until(check: () => boolean, ms = 2000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await sleep(10);
+  }
+}
+
+const submit = (s: Simulator, headers: Record<string, string> = {}, prompt?: string) =>
+  call(s, '/v1/videos/generations', { body: body(prompt), headers });
+
+const admin = (s: Simulator, path: string, b?: unknown, method?: string) =>
+  call(s, `/admin/${path}`, { key: null, body: b, ...(method ? { method } : {}) });
+
+describe('simulator: Idempotency-Key', () => {
+  it('ignores the key by default: every POST is a new billable job, counted per key', async () => {
+    const s = await sim();
+    const headers = { 'idempotency-key': 'batch-1:row-1' };
+    const a = (await (await submit(s, headers)).json()) as { id: string };
+    const b = (await (await submit(s, headers)).json()) as { id: string };
+    expect(b.id).not.toBe(a.id);
+    await submit(s, { 'idempotency-key': 'batch-1:row-2' }, 'another prompt');
+    const stats = s.stats();
+    expect(stats.jobsCreated).toBe(3);
+    expect(stats.idempotentReplays).toBe(0);
+    expect(stats.jobsPerIdempotencyKey).toEqual({ 1: 1, 2: 1 });
+    expect(stats.idempotencyKeysWithMultipleJobs).toBe(1);
+    expect(stats.idempotencyKeysBilledMoreThanOnce).toEqual({ 'batch-1:row-1': 2 });
+    expect(stats.bodiesWithMultipleJobs).toBe(1);
+  });
+
+  it('can be told at runtime to honour it (POST /admin/options)', async () => {
+    const s = await sim();
+    const headers = { 'idempotency-key': 'k1' };
+    expect((await (await admin(s, 'options', { idempotency: true })).json()) as object).toMatchObject({
+      idempotency: true,
+    });
+    const a = (await (await submit(s, headers)).json()) as { id: string };
+    const b = (await (await submit(s, headers)).json()) as { id: string };
+    expect(b.id).toBe(a.id);
+    expect(s.stats()).toMatchObject({
+      jobsCreated: 1,
+      idempotentReplays: 1,
+      idempotencyKeysWithMultipleJobs: 0,
+    });
+    expect((await admin(s, 'options', { idempotency: 'yes' })).status).toBe(400);
+    expect((await admin(s, 'options', { nonsense: 1 })).status).toBe(400);
+  });
+
+  it('keeps counting jobs per key across a restart with a state file', async () => {
+    const stateFile = join(await mkdtemp(join(tmpdir(), 'sim-')), 'state.json');
+    const first = await sim({ stateFile });
+    await submit(first, { 'idempotency-key': 'row-9' });
+    await first.close();
+    const second = await sim({ stateFile, apiKeys: [first.apiKey] });
+    await submit(second, { 'idempotency-key': 'row-9' });
+    expect(second.stats().idempotencyKeysBilledMoreThanOnce).toEqual({ 'row-9': 2 });
+  });
+});
+
+describe('simulator: faults after processing (job billed, answer lost)', () => {
+  const outcomes = async (s: Simulator, timeoutMs = 2000) => {
+    try {
+      const res = await fetch(`${s.baseUrl}/videos/generations`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${s.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body()),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      const text = await res.text();
+      return `${res.status} ${text.slice(0, 12)}`;
+    } catch (e) {
+      return (e as Error).name;
+    }
+  };
+
+  it.each([
+    ['drop', {}, /TypeError/],
+    ['error502After', {}, /^502 /],
+    ['error504After', {}, /^504 /],
+    ['malformed', {}, /^200 \{"id": "vid_$/],
+    ['slow', { slowMs: 5000 }, /TimeoutError/],
+  ] as const)('%s: the job exists and is counted as an ambiguous submit', async (fault, extra, seen) => {
+    const s = await sim({ faults: { [fault]: 1, scope: 'submit', ...extra } });
+    expect(await outcomes(s, 300)).toMatch(seen);
+    await until(() => s.stats().ambiguousSubmitsTotal === 1);
+    const stats = s.stats();
+    expect(stats.jobsCreated).toBe(1);
+    expect(stats.ambiguousSubmits).toEqual({ [fault]: 1 });
+    expect(stats.jobIdsNeverDelivered).toBe(1);
+    // scope 'submit': other requests are answered normally
+    expect((await call(s, '/v1/models')).status).toBe(200);
+    expect(s.stats().faultsInjected).toEqual({ [fault]: 1 });
+  });
+
+  it('a slow answer the client waits for is delivered, not ambiguous', async () => {
+    const s = await sim({ faults: { slow: 1, slowMs: 150 } });
+    expect(await outcomes(s, 2000)).toMatch(/^200 /);
+    await until(() => s.stats().jobIdsNeverDelivered === 0);
+    expect(s.stats().ambiguousSubmitsTotal).toBe(0);
+    expect(s.stats().faultsInjected).toEqual({ slow: 1 });
+  });
+
+  it('faults before processing create no job: reset, 503, injected 429 with a long Retry-After', async () => {
+    const s = await sim({ faults: { resetBefore: 1 } });
+    expect(await outcomes(s)).toBe('TypeError');
+    s.setFaults({ resetBefore: 0, error5xx: 1 });
+    expect(await outcomes(s)).toMatch(/^503 /);
+    s.setFaults({ error5xx: 0, error429: 1, retryAfterMinSeconds: 3600 });
+    const limited = await submit(s);
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('retry-after')).toBe('3600');
+    const stats = s.stats();
+    expect(stats.jobsCreated).toBe(0);
+    expect(stats.ambiguousSubmitsTotal).toBe(0);
+    expect(stats.rateLimitedByReason).toEqual({ injected: 1 });
+    expect(stats.faultsInjected).toEqual({ resetBefore: 1, error5xx: 1, error429: 1 });
+  });
+
+  it('rolls every fault kind reproducibly from a seed', async () => {
+    const run = async () => {
+      const s = await sim({
+        seed: 7,
+        faults: { resetBefore: 0.15, error429: 0.15, error502After: 0.15, error504After: 0.15, drop: 0.1 },
+      });
+      const seen: string[] = [];
+      for (let i = 0; i < 40; i++) seen.push((await outcomes(s)).slice(0, 3));
+      return { seen, stats: s.stats() };
+    };
+    const first = await run();
+    expect(new Set(first.seen)).toEqual(new Set(['200', '429', '502', '504', 'Typ']));
+    const second = await run();
+    expect(second.seen).toEqual(first.seen);
+    const ambiguous = first.stats.ambiguousSubmits;
+    expect((ambiguous.error502After ?? 0) + (ambiguous.error504After ?? 0) + (ambiguous.drop ?? 0)).toBe(
+      first.stats.jobIdsNeverDelivered,
+    );
+  });
+
+  it('changes faults at runtime through /admin/faults and rejects bad settings', async () => {
+    const s = await sim();
+    expect((await admin(s, 'faults', { error502After: 1 })).status).toBe(200);
+    expect((await submit(s)).status).toBe(502);
+    expect(((await (await admin(s, 'faults')).json()) as { error502After: number }).error502After).toBe(1);
+    expect((await admin(s, 'faults', { error502After: 2 })).status).toBe(400);
+    expect((await admin(s, 'faults', { typo: 1 })).status).toBe(400);
+    expect(() => s.setFaults({ drop: -1 })).toThrow(/drop/);
+  });
+});
+
+describe('simulator: hold (quota exhausted until a time)', () => {
+  it('answers every /v1 request 429 with a long Retry-After while jobs go on', async () => {
+    const s = await sim({ jobSeconds: 0.2 });
+    const { id } = (await (await submit(s)).json()) as { id: string };
+    const held = (await (await admin(s, 'hold', { seconds: 7200 })).json()) as { remainingMs: number };
+    expect(held.remainingMs).toBeGreaterThan(7_000_000);
+    for (const res of [
+      await call(s, `/v1/videos/generations/${id}`),
+      await submit(s),
+      await call(s, '/v1/models'),
+    ]) {
+      expect(res.status).toBe(429);
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(7199);
+      expect(((await res.json()) as { error: { type: string } }).error.type).toBe('error');
+    }
+    await sleep(300);
+    let stats = s.stats();
+    expect(stats).toMatchObject({ held: 3, jobsCreated: 1, jobsCompleted: 1, jobsFinishedWhileHeld: 1 });
+    expect(stats.completedJobsNeverDelivered).toBe(1);
+    expect((await admin(s, 'hold', undefined, 'DELETE')).status).toBe(200);
+    const r = (await (await call(s, `/v1/videos/generations/${id}`)).json()) as { status: string };
+    expect(r.status).toBe('completed');
+    await until(() => s.stats().completedJobsNeverDelivered === 0);
+    stats = s.stats();
+    expect(stats.held).toBe(3);
+    expect(stats.holdUntil).toBeNull();
+  });
+
+  it('can start held, with Retry-After as an HTTP-date, and be released by hold(undefined)', async () => {
+    const until = new Date(Date.now() + 3 * 3600_000);
+    const s = await sim({ holdUntil: until, retryAfterFormat: 'date' });
+    const res = await call(s, '/v1/models');
+    expect(res.status).toBe(429);
+    expect(Math.abs(Date.parse(res.headers.get('retry-after') ?? '') - until.getTime())).toBeLessThan(1500);
+    s.hold(undefined);
+    expect((await call(s, '/v1/models')).status).toBe(200);
+    expect(s.stats().rateLimitedByReason).toEqual({ held: 1 });
+  });
+
+  it('a disabled key is still refused with 403 during a hold', async () => {
+    const s = await sim();
+    s.hold(Date.now() + 60_000);
+    [...s.state.keys.values()][0]!.enabled = false;
+    expect((await call(s, '/v1/models')).status).toBe(403);
+  });
+
+  it('makes ordinary 429s carry a long Retry-After', async () => {
+    const s = await sim({ rateLimit: 1, burst: 1, faults: { retryAfterMinSeconds: 5400 } });
+    await call(s, '/v1/models');
+    const limited = await call(s, '/v1/models');
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('retry-after')).toBe('5400');
+  });
+});
+
+describe('simulator: refused keys are counted per key', () => {
+  it('counts requests with a disabled, deleted, unknown or missing key', async () => {
+    const s = await sim();
+    const created = (await (await admin(s, 'keys', { description: 'rotating' })).json()) as {
+      id: string;
+      key: string;
+    };
+    await admin(s, `keys/${created.id}/disable`, undefined, 'POST');
+    for (let i = 0; i < 3; i++) {
+      const res = await call(s, '/v1/videos/generations', { key: created.key, body: body() });
+      expect(res.status).toBe(403);
+      expect(await res.json()).toEqual({
+        error: { code: 'key_disabled', message: 'This API key is disabled.', type: 'error' },
+      });
+    }
+    expect(s.stats().requestsWithDisabledKey).toEqual({ [created.id]: 3 });
+    await admin(s, `keys/${created.id}`, undefined, 'DELETE');
+    expect((await call(s, '/v1/models', { key: created.key })).status).toBe(401);
+    expect((await call(s, '/v1/models', { key: created.key })).status).toBe(401);
+    await call(s, '/v1/models', { key: 'sk-never-issued' });
+    await call(s, '/v1/models', { key: null });
+    const stats = s.stats();
+    expect(stats.requestsWithDisabledKey).toEqual({});
+    expect(stats.requestsWithDeletedKey).toEqual({ [created.id]: 5 });
+    expect(stats.requestsWithUnknownKey).toBe(1);
+    expect(stats.requestsWithoutKey).toBe(1);
+    expect(stats.jobsCreated).toBe(0);
+  });
+});
+
+describe('simulator: jobs as the client sees them', () => {
+  it('counts status checks per job, completed and failed jobs, and results never delivered', async () => {
+    const s = await sim({ jobSeconds: 0.1 });
+    const a = (await (await submit(s, {}, 'a')).json()) as { id: string };
+    await submit(s, {}, 'b');
+    s.setFaults({ jobFailure: 1 });
+    await submit(s, {}, 'c');
+    for (let i = 0; i < 3; i++) await call(s, `/v1/videos/generations/${a.id}`);
+    await sleep(200);
+    const done = (await (await call(s, `/v1/videos/generations/${a.id}`)).json()) as { status: string };
+    expect(done.status).toBe('completed');
+    await until(() => s.stats().completedJobsNeverDelivered === 1);
+    const stats = s.stats();
+    expect(stats).toMatchObject({ jobsCompleted: 2, jobsFailed: 1, jobsUnfinished: 0, statusChecks: 4 });
+    expect(stats.statusChecksPerJob).toEqual({ 0: 2, 4: 1 });
+    const job = (await (await admin(s, `jobs/${a.id}`)).json()) as Record<string, unknown>;
+    expect(job).toMatchObject({ checks: 4, idDelivered: true, resultDelivered: true, status: 'completed' });
+  });
+
+  it('forgets a finished job after jobTtlSeconds: its status query answers 404', async () => {
+    const s = await sim({ jobSeconds: 0.05, jobTtlSeconds: 0.3 });
+    const { id } = (await (await submit(s)).json()) as { id: string };
+    await sleep(100);
+    expect((await call(s, `/v1/videos/generations/${id}`)).status).toBe(200);
+    await sleep(400);
+    const gone = await call(s, `/v1/videos/generations/${id}`);
+    expect(gone.status).toBe(404);
+    expect(((await gone.json()) as { error: { code: string } }).error.code).toBe('not_found');
+    expect(s.stats().goneQueries).toBe(1);
+  });
+
+  it('refuses connections during an outage, then serves again', async () => {
+    const s = await sim();
+    expect((await admin(s, 'outage', { seconds: 0.4 })).status).toBe(200);
+    await sleep(50);
+    const error = await call(s, '/v1/models').catch((e: unknown) => e);
+    expect(((error as Error).cause as { code?: string }).code).toBe('ECONNREFUSED');
+    await sleep(500);
+    expect((await call(s, '/v1/models')).status).toBe(200);
   });
 });
