@@ -131,7 +131,7 @@ describe('operator commands', () => {
     expect((await readFile(join(outDir, 'videos', 'r1.mp4'))).subarray(4, 8).toString('latin1')).toBe('ftyp');
 
     const retried = await cli(env, ['retry-failed', batchId, '--code', 'content_moderation', '--detach']);
-    const retryId = /Started (batch-[0-9a-f]{16}): 1 failed rows/.exec(retried.stdout)?.[1];
+    const retryId = /Started (batch-[0-9a-f]{16}): 1 failed rows/.exec(retried.stderr)?.[1];
     expect(retryId).toBeDefined();
     expect(retryId).not.toBe(batchId);
     const retryHandle = env.client.workflow.getHandle(retryId!);

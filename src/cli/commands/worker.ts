@@ -1,5 +1,6 @@
 // `vidbatch worker`.
 import { type Command, Option } from 'commander';
+import { findLocalServer } from '../../dev-server/local-server';
 import { runWorker } from '../../worker';
 import { fail } from '../support';
 
@@ -7,7 +8,7 @@ export function registerWorkerCommand(program: Command): void {
   program
     .command('worker')
     .description(
-      'Run a worker alone (server and workers elsewhere). Reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, VIDBATCH_TASK_QUEUE, GATEWAY_BASE_URL, GATEWAY_API_KEY (or GATEWAY_API_KEY_FILE).',
+      'Run a worker alone (server and workers elsewhere). Reads TEMPORAL_ADDRESS (default: the `vidbatch server` running in this folder), TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, VIDBATCH_TASK_QUEUE, GATEWAY_BASE_URL, GATEWAY_API_KEY (or GATEWAY_API_KEY_FILE).',
     )
     .addOption(
       new Option('--out <dir>', 'root of the per-batch output folders')
@@ -20,6 +21,11 @@ export function registerWorkerCommand(program: Command): void {
       ),
     )
     .action(async (o: { out: string }) => {
-      await runWorker(process.env, o.out).catch(fail);
+      const env = { ...process.env };
+      if (!env.TEMPORAL_ADDRESS) {
+        const local = await findLocalServer(60_000, (m) => console.error(m)).catch(fail);
+        if (local?.address) env.TEMPORAL_ADDRESS = local.address;
+      }
+      await runWorker(env, o.out).catch(fail);
     });
 }
