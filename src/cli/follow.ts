@@ -1,5 +1,6 @@
 // Starting a batch from the command line and following it on the terminal: what `run` and `retry-failed`
 // share (the session they need, --detach rules, progress, Ctrl-C, the summary and the exit code).
+import { CancelledFailure, WorkflowFailedError } from '@temporalio/client';
 import type { StartBatchOptions, StartedBatch } from '../client/batches';
 import { openSession, type Session } from '../client/session';
 import type { SimulatorOptions } from '../simulator/server';
@@ -55,19 +56,31 @@ export async function followInTerminal(session: Session, f: FollowInTerminal): P
   process.once('SIGINT', onSigint);
   const view = createProgressView();
   try {
-    const { started, result } = await startAndFollow(session, f.csvPath, f.options, {
+    let startedId = '';
+    const followed = await startAndFollow(session, f.csvPath, f.options, {
       ...(f.parsed ? { parsed: f.parsed } : {}),
       detach: f.detach,
       signal: abort.signal,
       onProgress: (p) => view.update(p),
       onStarted: (started) => {
+        startedId = started.batchId;
         console.error(f.startedLine(started));
         if (session.uiUrl)
           console.error(
             `Temporal Web UI: ${session.uiUrl}/namespaces/${session.namespace}/workflows/${started.batchId}`,
           );
       },
+    }).catch((err: unknown) => {
+      // Cancelled from another shell (`vidbatch cancel`): told plainly, not as a stack of Temporal errors.
+      if (!(err instanceof WorkflowFailedError && err.cause instanceof CancelledFailure)) throw err;
+      console.error(
+        `\n${startedId} was cancelled. Finished rows are in its manifest; rows in flight are recorded as failed with code \`cancelled\`.`,
+      );
+      process.exitCode = EXIT.rowsFailed;
+      return undefined;
     });
+    if (!followed) return;
+    const { started, result } = followed;
     const { batchId } = started;
     if (f.detach) {
       console.error(
