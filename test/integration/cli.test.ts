@@ -66,6 +66,41 @@ describe('vidbatch validate', () => {
   });
 });
 
+describe('vidbatch validate: bad input told plainly', () => {
+  it('a non-UTF-8 file, a binary file, an empty prompt and a `text` header, each with where and why', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-cli-'));
+    await writeFile(join(dir, 'latin1.csv'), Buffer.from('prompt\na cat\nun caf\xe9\n', 'latin1'));
+    const latin1 = await vidbatch(['validate', 'latin1.csv'], dir);
+    expect(latin1.code).toBe(2);
+    expect(latin1.stderr).toContain(
+      'latin1.csv:3 [(encoding)] not UTF-8 text: byte 0xE9 at byte offset 19 is not valid UTF-8',
+    );
+
+    await writeFile(
+      join(dir, 'movie.csv'),
+      Buffer.from([0, 0, 0, 0x18, 0x66, 0x74, 0x79, 0x70, 0x6d, 0x70, 0x34, 0x32]),
+    );
+    const binary = await vidbatch(['validate', 'movie.csv'], dir);
+    expect(binary.code).toBe(2);
+    expect(binary.stderr).toContain('movie.csv:1 [(encoding)] not a text file');
+    expect(binary.stderr).not.toContain('unknown column');
+
+    await writeFile(join(dir, 'header.csv'), 'id,text\n1,a cat\n');
+    const header = await vidbatch(['validate', 'header.csv'], dir);
+    expect(header.code).toBe(2);
+    expect(header.stderr).toContain('header.csv:1 [text] unknown column: did you mean `prompt`?');
+
+    await writeFile(join(dir, 'empty.csv'), 'id,prompt\n1,a cat\n2,\n');
+    const empty = await vidbatch(['validate', 'empty.csv'], dir);
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toContain('empty.csv:3 [prompt] prompt is empty');
+
+    const run = await vidbatch(['run', 'movie.csv', '--simulate'], dir);
+    expect(run.code).toBe(2);
+    expect(existsSync(join(dir, '.vidbatch'))).toBe(false);
+  });
+});
+
 describe('vidbatch run --simulate (embedded dev server, in-process worker)', () => {
   it('survives Ctrl-C, continues on the next run, and records 50 URLs without paying twice', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'vidbatch-cli-'));
