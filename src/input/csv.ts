@@ -311,7 +311,8 @@ function tooLarge(
   return found;
 }
 
-const kib = (bytes: number) => `${(bytes / 1024).toFixed(1)} KiB`;
+/** "65537 bytes (64.0 KiB)": exact, and readable. */
+const kib = (bytes: number) => `${bytes} bytes (${(bytes / 1024).toFixed(1)} KiB)`;
 
 export async function loadCsv(path: string): Promise<ParsedCsv> {
   return parseCsv(await readFile(path), path);
