@@ -24,11 +24,24 @@ export function number(value: string): number {
   return n;
 }
 
-// Not an InvalidArgumentError: a bad value ends the command with this message and exit 1, as it always has.
 /** A number >= 0 (`run` flags). */
 export function nonNegative(value: string): number {
   const n = Number(value);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`"${value}" is not a non-negative number`);
+  if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError('not a number >= 0');
+  return n;
+}
+
+/** A whole number >= 0 (counts). */
+export function wholeNumber(value: string): number {
+  const n = nonNegative(value);
+  if (!Number.isInteger(n)) throw new InvalidArgumentError('not a whole number');
+  return n;
+}
+
+/** A share between 0 and 1. */
+export function fraction(value: string): number {
+  const n = nonNegative(value);
+  if (n > 1) throw new InvalidArgumentError('not a share between 0 and 1 (0.2 = 20%)');
   return n;
 }
 
@@ -45,9 +58,12 @@ export function waitForCtrlC(): Promise<void> {
 /** The `<batch>` argument of the operator commands. */
 export const batchArg = ['<batch>', 'batch id (batch-...) or the CSV the batch was made from'] as const;
 
-/** Opens a session without a worker, runs `fn`, closes it; errors become exit codes. */
+/**
+ * An operator command's session: no worker; the server a `vidbatch run` or `vidbatch server` runs here (never
+ * the database it holds), else the database opened for this command only. Runs `fn`, closes it.
+ */
 export async function withSession<T>(fn: (session: Session) => Promise<T>): Promise<T> {
-  const session = await openSession({ worker: false }).catch(fail);
+  const session = await openSession({ worker: false, localServer: 'operator' }).catch(fail);
   try {
     return await fn(session);
   } finally {

@@ -1,6 +1,8 @@
-// A session of the CLI: a Temporal client, plus what this process must run for it. Without TEMPORAL_ADDRESS an
-// embedded dev server (persistent SQLite under .vidbatch/) is started, or one already running on this machine
-// is used; a worker runs in this process when no one else can run it; `--simulate` adds the gateway simulator.
+// A session of the CLI: a Temporal client, plus what this process must run for it. Without TEMPORAL_ADDRESS the
+// dev server another vidbatch process runs here is used (found through .vidbatch/server.json), or an embedded
+// one (persistent SQLite under .vidbatch/) is started and claimed, so that only one process ever opens the
+// database; a worker runs in this process when asked; `--simulate` adds the gateway simulator.
+import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -15,11 +17,14 @@ import {
 } from '../config';
 import { DEFAULT_DB_FILE, startDevServer } from '../dev-server/dev-server';
 import {
+  claimLocalServer,
+  findLocalServer,
   forgetLocalServer,
   recordLocalServer,
-  runningLocalServer,
   STATE_DIR,
+  type LocalServerOwner,
 } from '../dev-server/local-server';
+import { ConfigError } from '../errors';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../simulator/server';
 import { createWorker } from '../worker';
 
@@ -31,20 +36,36 @@ export const SIMULATED_JOB_SECONDS = 8;
 export interface SessionOptions {
   /** Start the gateway simulator and point the in-process worker at it. */
   simulate?: SimulatorOptions | boolean;
-  /** Run a worker in this process; default: with --simulate or an embedded server. false: never (operator commands). */
+  /** Run a worker in this process; default: with --simulate, or without TEMPORAL_ADDRESS (a server on this machine). */
   worker?: boolean;
   /**
    * Folders the in-process worker may use besides its roots (VIDBATCH_INPUT_ROOT or the working directory,
    * VIDBATCH_OUT_ROOT...): `run` adds the CSV's folder and its --out / --download folders.
    */
   allow?: Partial<PathRoots>;
+  /**
+   * Without TEMPORAL_ADDRESS, which server: `embed` (default; `run`): the one running here, else an embedded
+   * one other commands here may use while this process lives; `operator`: the one running here, else the
+   * database opened for this command only (others wait for it); `lasting`: only a server that outlives this
+   * command (`vidbatch server`), else a ConfigError saying what to start.
+   */
+  localServer?: 'embed' | 'operator' | 'lasting';
 }
+
+/** What this session talks to: TEMPORAL_ADDRESS, another vidbatch process's server here, or its own. */
+export type ServerKind = 'address' | `local-${LocalServerOwner}` | 'embedded';
+
+/** The message of an operator command, or a `--detach`, with no server to talk to. */
+export const NO_SERVER_MESSAGE =
+  'no vidbatch server is running here: start `vidbatch server` (or set TEMPORAL_ADDRESS)';
 
 export interface Session {
   client: Client;
   taskQueue: string;
   namespace: string;
   uiUrl?: string;
+  /** Unset in sessions that tests and benchmarks build by hand. */
+  server?: ServerKind;
   simulator?: Simulator;
   worker?: Worker;
   close(): Promise<void>;
@@ -57,11 +78,11 @@ const log = (m: string) => console.error(m);
 export async function openSession(options: SessionOptions = {}): Promise<Session> {
   const env = process.env;
   const temporal = loadTemporalSettings(env);
-  // A worker runs here when asked, with --simulate, or by default with an embedded server (no one else can).
-  const wantWorker = (embedded: boolean) => options.worker ?? (embedded || !!options.simulate);
+  // A worker runs here when asked, with --simulate, or by default on this machine's server (no one else will).
+  const wantWorker = options.worker ?? (!temporal.address || !!options.simulate);
   // Fail fast on gateway settings before starting anything.
   let gateway: GatewaySettings | undefined =
-    wantWorker(!temporal.address) && !options.simulate ? loadGatewaySettings(env) : undefined;
+    wantWorker && !options.simulate ? loadGatewaySettings(env) : undefined;
 
   const cleanups: Cleanups = [];
   const close = async () => {
@@ -74,14 +95,14 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
       gateway = { baseUrl: simulator.baseUrl, apiKey: () => SIMULATOR_KEY, timeoutMs: 20_000 };
     }
     const server = temporal.address
-      ? { connectionOptions: temporal.connectionOptions, uiUrl: undefined, embedded: false }
-      : await localServer(env, cleanups);
+      ? { connectionOptions: temporal.connectionOptions, uiUrl: undefined, kind: 'address' as const }
+      : await localServer(env, options.localServer ?? 'embed', cleanups);
     const connection = await Connection.connect(server.connectionOptions);
     cleanups.push(() => connection.close());
     const client = new Client({ connection, namespace: temporal.namespace });
 
     let worker: Worker | undefined;
-    if (wantWorker(server.embedded)) {
+    if (wantWorker) {
       gateway ??= loadGatewaySettings(env);
       const { outRoot, roots, shutdownGraceMs } = loadWorkerSettings(env);
       const workerConnection = await NativeConnection.connect(server.connectionOptions);
@@ -110,6 +131,7 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
       taskQueue: temporal.taskQueue,
       namespace: temporal.namespace,
       uiUrl: server.uiUrl,
+      server: server.kind,
       simulator,
       worker,
       close,
@@ -138,25 +160,59 @@ async function startLocalSimulator(
   return simulator;
 }
 
-/** Without TEMPORAL_ADDRESS: the dev server another vidbatch command runs here, or an embedded one. */
+/** Without TEMPORAL_ADDRESS: the dev server another vidbatch process runs here, or one this process claims. */
 async function localServer(
   env: NodeJS.ProcessEnv,
+  mode: NonNullable<SessionOptions['localServer']>,
   cleanups: Cleanups,
 ): Promise<{
   connectionOptions: TemporalSettings['connectionOptions'];
   uiUrl: string | undefined;
-  embedded: boolean;
+  kind: ServerKind;
 }> {
-  const local = await runningLocalServer();
-  if (local) {
-    log(`Using the vidbatch dev server already running at ${local.address}`);
-    return { connectionOptions: { address: local.address }, uiUrl: local.uiUrl, embedded: false };
+  const dbFile = env.VIDBATCH_DB_FILE ?? DEFAULT_DB_FILE;
+  const owner: LocalServerOwner = mode === 'operator' ? 'operator' : 'run';
+  for (;;) {
+    const local = await findLocalServer(60_000, log);
+    if (local?.address) {
+      if (mode === 'lasting' && local.owner !== 'server')
+        throw new ConfigError(
+          `the dev server here belongs to a \`vidbatch run\` (pid ${local.pid}) and stops with it: start \`vidbatch server\` (or set TEMPORAL_ADDRESS)`,
+        );
+      if (mode !== 'operator')
+        log(`Using the vidbatch dev server already running at ${local.address} (pid ${local.pid})`);
+      return {
+        connectionOptions: { address: local.address },
+        uiUrl: local.uiUrl,
+        kind: `local-${local.owner}`,
+      };
+    }
+    if (mode === 'lasting') throw new ConfigError(NO_SERVER_MESSAGE);
+    // Nothing to read: do not create an empty database for an operator command.
+    if (mode === 'operator' && !existsSync(dbFile)) throw new ConfigError(NO_SERVER_MESSAGE);
+    if (await claimLocalServer(owner, dbFile)) break;
+    // Another process claimed it between our look and our claim: use (or wait for) its server.
   }
-  const server = await startDevServer({ dbFile: env.VIDBATCH_DB_FILE ?? DEFAULT_DB_FILE, log });
-  cleanups.push(async () => {
+  let server: Awaited<ReturnType<typeof startDevServer>>;
+  try {
+    if (mode === 'operator')
+      log(`No vidbatch server is running here: opening ${dbFile} for this command only.`);
+    server = await startDevServer({ dbFile, log: mode === 'operator' ? () => {} : log });
+  } catch (err) {
     await forgetLocalServer();
+    throw err;
+  }
+  cleanups.push(async () => {
+    // Stop first: the claim is released only once the database is closed.
     await server.stop();
+    await forgetLocalServer();
   });
-  await recordLocalServer({ address: server.address, uiUrl: server.uiUrl, pid: process.pid });
-  return { connectionOptions: { address: server.address }, uiUrl: server.uiUrl, embedded: true };
+  await recordLocalServer({
+    pid: process.pid,
+    owner,
+    address: server.address,
+    ...(server.uiUrl ? { uiUrl: server.uiUrl } : {}),
+    dbFile,
+  });
+  return { connectionOptions: { address: server.address }, uiUrl: server.uiUrl, kind: 'embedded' };
 }

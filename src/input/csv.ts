@@ -9,6 +9,12 @@ import { DEFAULT_MODEL, type PromptRow } from '../contract/types';
 
 const KNOWN_COLUMNS = ['id', 'prompt', 'model', 'resolution', 'duration'];
 const PASS_THROUGH = /^(input|parameters)\.([A-Za-z_][\w-]*)$/;
+/** Headers people use for the prompt in other tools. */
+const PROMPT_ALIASES = ['text', 'prompts', 'caption', 'description', 'query', 'input'];
+
+/** Temporal carries rows in activity results and workflow inputs: a row must stay well under its payload limits. */
+export const MAX_ROW_BYTES = 128 * 1024;
+export const MAX_PASS_THROUGH_CELL_BYTES = 64 * 1024;
 
 export const DEFAULTS = { model: DEFAULT_MODEL, resolution: '720P', duration: 5 } as const;
 
@@ -18,9 +24,10 @@ const rowSchema = z.object({
     .max(128, 'must be at most 128 characters')
     .regex(/^[^\s/\\]*$/, 'must not contain spaces or slashes')
     .optional(),
+  // An empty cell is dropped before parsing, so "missing" and "blank" both mean an empty prompt.
   prompt: z
-    .string()
-    .refine((p) => p.trim().length > 0, 'is required and must not be empty')
+    .string({ error: 'prompt is empty' })
+    .refine((p) => p.trim().length > 0, 'prompt is empty')
     .refine((p) => p.length <= 20_000, 'must be at most 20000 characters'),
   model: z
     .string()
@@ -62,6 +69,92 @@ function passThroughValue(raw: string): unknown {
   return raw;
 }
 
+/** The byte offset of the first byte that is not valid UTF-8, or -1. */
+export function firstInvalidUtf8(buf: Uint8Array): number {
+  let i = 0;
+  while (i < buf.length) {
+    const b = buf[i]!;
+    if (b < 0x80) {
+      i++;
+      continue;
+    }
+    const n = b >= 0xc2 && b <= 0xdf ? 1 : b >= 0xe0 && b <= 0xef ? 2 : b >= 0xf0 && b <= 0xf4 ? 3 : 0;
+    if (n === 0 || i + n >= buf.length) return i; // not a lead byte, or cut short by the end of the file
+    for (let k = 1; k <= n; k++) if (((buf[i + k] ?? 0) & 0xc0) !== 0x80) return i;
+    const next = buf[i + 1]!;
+    // Overlong forms, UTF-16 surrogates and code points past U+10FFFF.
+    if ((b === 0xe0 && next < 0xa0) || (b === 0xed && next >= 0xa0)) return i;
+    if ((b === 0xf0 && next < 0x90) || (b === 0xf4 && next >= 0x90)) return i;
+    i += n + 1;
+  }
+  return -1;
+}
+
+/** Why these bytes are not a UTF-8 text file (with line and byte offset), or undefined when they are. */
+function notUtf8Text(buf: Buffer, file: string): CsvProblem | undefined {
+  const lineAt = (offset: number) => {
+    let line = 1;
+    for (let i = buf.indexOf(10); i !== -1 && i < offset; i = buf.indexOf(10, i + 1)) line++;
+    return line;
+  };
+  if ((buf[0] === 0xff && buf[1] === 0xfe) || (buf[0] === 0xfe && buf[1] === 0xff))
+    return {
+      file,
+      line: 1,
+      column: '(encoding)',
+      reason: 'the file is UTF-16 text, not UTF-8: save it as UTF-8 ("CSV UTF-8" in spreadsheet programs)',
+    };
+  let invalid = -1;
+  try {
+    new TextDecoder('utf-8', { fatal: true }).decode(buf);
+  } catch {
+    invalid = firstInvalidUtf8(buf);
+  }
+  const nul = buf.indexOf(0);
+  if (nul !== -1 && (invalid === -1 || nul < invalid))
+    return {
+      file,
+      line: lineAt(nul),
+      column: '(encoding)',
+      reason: `not a text file: a NUL byte at byte offset ${nul}; expected a UTF-8 CSV file`,
+    };
+  if (invalid !== -1)
+    return {
+      file,
+      line: lineAt(invalid),
+      column: '(encoding)',
+      reason: `not UTF-8 text: byte 0x${buf[invalid]!.toString(16).toUpperCase().padStart(2, '0')} at byte offset ${invalid} is not valid UTF-8; save the file as UTF-8 ("CSV UTF-8" in spreadsheet programs)`,
+    };
+  return undefined;
+}
+
+/** Levenshtein distance, for "did you mean" on header names. */
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++)
+      cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = cur;
+  }
+  return prev[b.length]!;
+}
+
+/** The known column an unknown header most likely means, if any. */
+export function suggestColumn(name: string): string | undefined {
+  const lower = name.toLowerCase().trim();
+  if (KNOWN_COLUMNS.includes(lower)) return lower; // Prompt, ID, Model...
+  if (PROMPT_ALIASES.includes(lower)) return 'prompt';
+  const pass = /^(inputs?|params?|parameters?)[._](.+)$/i.exec(name);
+  if (pass) return `${/^inp/i.test(pass[1]!) ? 'input' : 'parameters'}.${pass[2]}`;
+  let best: { column: string; d: number } | undefined;
+  for (const column of KNOWN_COLUMNS) {
+    const d = distance(lower, column);
+    if (!best || d < best.d) best = { column, d };
+  }
+  return best && best.d <= (best.column.length >= 5 ? 2 : 1) ? best.column : undefined;
+}
+
 /** Maps each raw record to the line it starts on, by finding it in the text in order (csv-parse's own count is off for CRLF inside quotes). */
 function lineLocator(text: string) {
   const newlines: number[] = [];
@@ -84,6 +177,11 @@ function lineLocator(text: string) {
 }
 
 export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
+  if (typeof content !== 'string') {
+    // Decoding would turn bad bytes into U+FFFD silently, and a binary file into "columns" of garbage.
+    const encoding = notUtf8Text(content, file);
+    if (encoding) return { file, sha256: sha256(content), rows: [], problems: [encoding] };
+  }
   const text = (typeof content === 'string' ? content : content.toString('utf8')).replace(/^\uFEFF/, '');
   const problems: CsvProblem[] = [];
   const problem = (line: number, column: string, reason: string) =>
@@ -115,17 +213,24 @@ export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
   }
 
   if (!text.trim()) problem(1, '(file)', 'the file is empty; expected a header row with a `prompt` column');
-  else if (header.length && !header.includes('prompt'))
-    problem(1, 'prompt', 'required column `prompt` is missing from the header');
+  else if (header.length && !header.includes('prompt')) {
+    const meant = header.find((h) => suggestColumn(h) === 'prompt');
+    problem(
+      1,
+      'prompt',
+      `required column \`prompt\` is missing from the header${meant ? ` (rename \`${meant}\` to \`prompt\`)` : ''}`,
+    );
+  }
   const seenHeader = new Set<string>();
   for (const name of header) {
     if (seenHeader.has(name)) problem(1, name, 'column appears twice in the header');
     seenHeader.add(name);
     if (!KNOWN_COLUMNS.includes(name) && !PASS_THROUGH.test(name)) {
+      const meant = suggestColumn(name);
       problem(
         1,
         name,
-        `unknown column (expected ${KNOWN_COLUMNS.join(', ')}, input.<field> or parameters.<field>)`,
+        `unknown column${meant ? `: did you mean \`${meant}\`?` : ''} (expected ${KNOWN_COLUMNS.join(', ')}, input.<field> or parameters.<field>)`,
       );
     }
   }
@@ -162,19 +267,52 @@ export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
       const m = PASS_THROUGH.exec(column);
       if (m?.[2]) (m[1] === 'input' ? input : parameters)[m[2]] = passThroughValue(value);
     }
-    rows.push({
+    const row: PromptRow = {
       id,
       line,
       prompt: parsed.data.prompt,
       model: parsed.data.model ?? DEFAULTS.model,
       input,
       parameters,
-    });
+    };
+    if (tooLarge(row, cells, line, problem)) return;
+    rows.push(row);
   });
   if (!problems.length && rows.length === 0) problem(2, '(file)', 'the file has a header but no rows');
   problems.sort((a, b) => a.line - b.line);
   return { file, sha256: sha256(text), rows, problems };
 }
+
+/** Rows travel through Temporal (activity results, workflow inputs): refuse one too large to carry. */
+function tooLarge(
+  row: PromptRow,
+  cells: Record<string, string>,
+  line: number,
+  problem: (line: number, column: string, reason: string) => void,
+): boolean {
+  let found = false;
+  const sizes = Object.entries(cells).map(([column, value]) => ({ column, bytes: Buffer.byteLength(value) }));
+  for (const { column, bytes } of sizes) {
+    if (PASS_THROUGH.test(column) && bytes > MAX_PASS_THROUGH_CELL_BYTES) {
+      problem(line, column, `cell is ${kib(bytes)}, over the limit of ${kib(MAX_PASS_THROUGH_CELL_BYTES)}`);
+      found = true;
+    }
+  }
+  const rowBytes = Buffer.byteLength(JSON.stringify(row));
+  if (!found && rowBytes > MAX_ROW_BYTES) {
+    const largest = sizes.sort((a, b) => b.bytes - a.bytes)[0];
+    problem(
+      line,
+      largest?.column ?? '(row)',
+      `row is ${kib(rowBytes)} as JSON, over the limit of ${kib(MAX_ROW_BYTES)}; its largest cell is \`${largest?.column}\` (${kib(largest?.bytes ?? 0)})`,
+    );
+    found = true;
+  }
+  return found;
+}
+
+/** "65537 bytes (64.0 KiB)": exact, and readable. */
+const kib = (bytes: number) => `${bytes} bytes (${(bytes / 1024).toFixed(1)} KiB)`;
 
 export async function loadCsv(path: string): Promise<ParsedCsv> {
   return parseCsv(await readFile(path), path);

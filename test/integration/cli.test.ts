@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { readManifest } from '../../src/results/manifest';
 import { writeVbenchCsv } from '../../bench/vbench';
+import { background } from './cli-helpers';
 
 const CLI = fileURLToPath(new URL('../../bin/vidbatch.mjs', import.meta.url));
 
@@ -62,6 +63,41 @@ describe('vidbatch validate', () => {
     const run = await vidbatch(['run', 'bad.csv', '--simulate'], dir);
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(/bad\.csv:2 \[prompt\]/);
+    expect(existsSync(join(dir, '.vidbatch'))).toBe(false);
+  });
+});
+
+describe('vidbatch validate: bad input told plainly', () => {
+  it('a non-UTF-8 file, a binary file, an empty prompt and a `text` header, each with where and why', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-cli-'));
+    await writeFile(join(dir, 'latin1.csv'), Buffer.from('prompt\na cat\nun caf\xe9\n', 'latin1'));
+    const latin1 = await vidbatch(['validate', 'latin1.csv'], dir);
+    expect(latin1.code).toBe(2);
+    expect(latin1.stderr).toContain(
+      'latin1.csv:3 [(encoding)] not UTF-8 text: byte 0xE9 at byte offset 19 is not valid UTF-8',
+    );
+
+    await writeFile(
+      join(dir, 'movie.csv'),
+      Buffer.from([0, 0, 0, 0x18, 0x66, 0x74, 0x79, 0x70, 0x6d, 0x70, 0x34, 0x32]),
+    );
+    const binary = await vidbatch(['validate', 'movie.csv'], dir);
+    expect(binary.code).toBe(2);
+    expect(binary.stderr).toContain('movie.csv:1 [(encoding)] not a text file');
+    expect(binary.stderr).not.toContain('unknown column');
+
+    await writeFile(join(dir, 'header.csv'), 'id,text\n1,a cat\n');
+    const header = await vidbatch(['validate', 'header.csv'], dir);
+    expect(header.code).toBe(2);
+    expect(header.stderr).toContain('header.csv:1 [text] unknown column: did you mean `prompt`?');
+
+    await writeFile(join(dir, 'empty.csv'), 'id,prompt\n1,a cat\n2,\n');
+    const empty = await vidbatch(['validate', 'empty.csv'], dir);
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toContain('empty.csv:3 [prompt] prompt is empty');
+
+    const run = await vidbatch(['run', 'movie.csv', '--simulate'], dir);
+    expect(run.code).toBe(2);
     expect(existsSync(join(dir, '.vidbatch'))).toBe(false);
   });
 });
@@ -166,5 +202,61 @@ describe('vidbatch server and simulator', () => {
     expect(models.status).toBe(200);
     expect((await fetch(`${match[1]}/models`)).status).toBe(401);
     expect(await stop()).toBe(0);
+  });
+
+  it('simulator never prints a key from GATEWAY_API_KEY, and takes the hostile-gateway flags', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-cli-'));
+    const sim = background(
+      [
+        'simulator',
+        '--port',
+        '0',
+        '--idempotency',
+        '--job-ttl',
+        '30',
+        '--hold-for',
+        '60',
+        '--retry-after-min',
+        '7',
+        '--fault-reset-before',
+        '0.1',
+        '--fault-429',
+        '0.2',
+        '--fault-502-after',
+        '0.3',
+        '--fault-504-after',
+        '0.4',
+        '--fault-scope',
+        'submit',
+      ],
+      { cwd: dir, env: { GATEWAY_API_KEY: 'sk-real-secret' } },
+    );
+    const [, baseUrl, key] = await sim.waitFor(/GATEWAY_BASE_URL=(\S+\/v1)\n.*GATEWAY_API_KEY=(\S+)/);
+    await sim.waitFor(/Idempotency-Key honoured/);
+    expect(key).toMatch(/^sk-/);
+    expect(key).not.toBe('sk-real-secret');
+    for (const endpoint of ['keys', 'stats', 'faults', 'options', 'hold', 'outage', 'jobs'])
+      expect(sim.output()).toContain(endpoint);
+    const admin = baseUrl!.replace(/\/v1$/, '/admin');
+    const get = async (path: string) =>
+      (await fetch(`${admin}/${path}`)).json() as Promise<Record<string, unknown>>;
+    expect(await get('options')).toMatchObject({ idempotency: true, jobTtlSeconds: 30 });
+    expect(await get('faults')).toMatchObject({
+      scope: 'submit',
+      retryAfterMinSeconds: 7,
+      resetBefore: 0.1,
+      error429: 0.2,
+      error502After: 0.3,
+      error504After: 0.4,
+    });
+    // --hold-for 60: every /v1 request is held with 429 and a Retry-After.
+    const held = await fetch(`${baseUrl}/models`, { headers: { authorization: `Bearer ${key}` } });
+    expect(held.status).toBe(429);
+    expect(Number(held.headers.get('retry-after'))).toBeGreaterThan(50);
+    // The real key was not registered either.
+    const keys = JSON.stringify(await get('keys'));
+    const stopped = await sim.stop();
+    expect(stopped.code).toBe(0);
+    expect(stopped.stdout + stopped.stderr + keys).not.toContain('sk-real-secret');
   });
 });

@@ -43,7 +43,8 @@ function cli(
 describe('operator commands', () => {
   it('status, pause, set-concurrency, resume, watch, list, results and retry-failed on a live batch', async () => {
     env = await testEnv({
-      jobSeconds: 1.2,
+      // Long enough that the batch is still running after several spawned commands on a loaded machine.
+      jobSeconds: 3,
       jobJitterSeconds: 0.3,
       faults: { moderationWords: ['forbidden'] },
     });
@@ -79,7 +80,7 @@ describe('operator commands', () => {
     });
 
     const paused = await cli(env, ['pause', 'ops.csv']); // by CSV: the same batch
-    expect(paused.stdout).toContain(`${batchId}: pause requested`);
+    expect(paused.stdout, `${paused.code} ${paused.stderr}`).toContain(`${batchId}: pause requested`);
     const drained = await waitForProgress(
       handle,
       (p) => p.pausedReason === 'paused by operator' && p.inFlight === 0,
@@ -88,7 +89,8 @@ describe('operator commands', () => {
     expect((await waitForProgress(handle, () => true)).started).toBe(drained.started);
 
     expect((await cli(env, ['set-concurrency', batchId, '0'])).code).toBe(2);
-    expect((await cli(env, ['set-concurrency', batchId, '4'])).stdout).toContain('window is now 4');
+    const four = await cli(env, ['set-concurrency', batchId, '4']);
+    expect(four.stdout, four.stderr).toContain('window is now 4');
     expect((await cli(env, ['resume', batchId])).stdout).toContain('resumed');
     const watched = await cli(env, ['watch', batchId]);
     expect(watched.stdout).toContain(`${batchId}: 7 succeeded, 1 failed of 8`);
@@ -131,7 +133,7 @@ describe('operator commands', () => {
     expect((await readFile(join(outDir, 'videos', 'r1.mp4'))).subarray(4, 8).toString('latin1')).toBe('ftyp');
 
     const retried = await cli(env, ['retry-failed', batchId, '--code', 'content_moderation', '--detach']);
-    const retryId = /Started (batch-[0-9a-f]{16}): 1 failed rows/.exec(retried.stdout)?.[1];
+    const retryId = /Started (batch-[0-9a-f]{16}): 1 failed rows/.exec(retried.stderr)?.[1];
     expect(retryId).toBeDefined();
     expect(retryId).not.toBe(batchId);
     const retryHandle = env.client.workflow.getHandle(retryId!);

@@ -3,7 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
-import { loadCsv, loadValidCsv, parseCsv } from '../../src/input/csv';
+import {
+  firstInvalidUtf8,
+  loadCsv,
+  loadValidCsv,
+  MAX_PASS_THROUGH_CELL_BYTES,
+  MAX_ROW_BYTES,
+  parseCsv,
+  suggestColumn,
+} from '../../src/input/csv';
 import { CsvValidationError } from '../../src/errors';
 import { vbenchPrompts, writeVbenchCsv } from '../../bench/vbench';
 
@@ -102,5 +110,79 @@ describe('parseCsv', () => {
     const { rows } = await loadCsv(path);
     const reference = parse<{ prompt: string }>(await readFile(path), { columns: true });
     expect(rows.map((r) => r.prompt)).toEqual(reference.map((r) => r.prompt));
+  });
+});
+
+describe('bad input, told plainly', () => {
+  const bytes = (...parts: (string | number[])[]) =>
+    Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : Buffer.from(p))));
+
+  it('rejects a file that is not UTF-8 with the line and byte offset of the first bad byte', () => {
+    // Latin-1 "café" on line 3: byte 0xE9 at offset 13 ("prompt\nok\ncaf" is 13 bytes).
+    const { problems, rows } = parseCsv(bytes('prompt\nok\ncaf', [0xe9], '\n'), 'l1.csv');
+    expect(rows).toEqual([]);
+    expect(problems).toEqual([expect.objectContaining({ file: 'l1.csv', line: 3, column: '(encoding)' })]);
+    expect(problems[0]?.reason).toMatch(/not UTF-8 text: byte 0xE9 at byte offset 13/);
+  });
+
+  it('reports a binary file as not text, not as unknown columns', () => {
+    const png = bytes([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d, 0x49, 0x48]);
+    const { problems } = parseCsv(png, 'img.csv');
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatchObject({ line: 1, column: '(encoding)' });
+    const nul = parseCsv(bytes('prompt,x\n', [0], 'abc\n'), 'nul.csv').problems;
+    expect(nul).toEqual([expect.objectContaining({ line: 2, column: '(encoding)' })]);
+    expect(nul[0]?.reason).toMatch(/not a text file: a NUL byte at byte offset 9/);
+    expect(parseCsv(bytes([0xff, 0xfe], 'p'), 'u16.csv').problems[0]?.reason).toMatch(/UTF-16/);
+  });
+
+  it('finds the first invalid byte: overlong forms, surrogates, truncated sequences', () => {
+    expect(firstInvalidUtf8(Buffer.from('日本 ok é'))).toBe(-1);
+    expect(firstInvalidUtf8(Buffer.from([0x61, 0xc0, 0xaf]))).toBe(1); // overlong "/"
+    expect(firstInvalidUtf8(Buffer.from([0x61, 0x62, 0xed, 0xa0, 0x80]))).toBe(2); // a surrogate
+    expect(firstInvalidUtf8(Buffer.from([0x61, 0xe6, 0x97]))).toBe(1); // cut short
+    expect(firstInvalidUtf8(Buffer.from([0xf4, 0x90, 0x80, 0x80]))).toBe(0); // past U+10FFFF
+  });
+
+  it('says "prompt is empty" for an empty or blank prompt', () => {
+    const { problems } = parseCsv(Buffer.from('id,prompt\n1,\n2,"   "\n3,ok\n'), 'e.csv');
+    expect(problems.map((p) => [p.line, p.column, p.reason])).toEqual([
+      [2, 'prompt', 'prompt is empty'],
+      [3, 'prompt', 'prompt is empty'],
+    ]);
+  });
+
+  it('suggests the column a header most likely means', () => {
+    for (const header of ['text', 'Prompt', 'prompts', 'PROMPT', 'promt', 'caption'])
+      expect(suggestColumn(header)).toBe('prompt');
+    expect(suggestColumn('modle')).toBe('model');
+    expect(suggestColumn('Duration')).toBe('duration');
+    expect(suggestColumn('params.seed')).toBe('parameters.seed');
+    expect(suggestColumn('colour')).toBeUndefined();
+    const { problems } = parseCsv(Buffer.from('id,text\n1,a cat\n'), 'h.csv');
+    expect(problems.map((p) => p.reason)).toEqual([
+      'required column `prompt` is missing from the header (rename `text` to `prompt`)',
+      expect.stringContaining('unknown column: did you mean `prompt`?'),
+    ]);
+  });
+
+  it('refuses a pass-through cell over 64 KiB and a row over 128 KiB as JSON, naming line, column and size', () => {
+    const big = 'y'.repeat(MAX_PASS_THROUGH_CELL_BYTES + 1);
+    const cell = parseCsv(Buffer.from(`prompt,input.ref\nok,small\nfine,${big}\n`), 'c.csv');
+    expect(cell.problems.map((p) => [p.line, p.column])).toEqual([[3, 'input.ref']]);
+    expect(cell.problems[0]?.reason).toBe(
+      'cell is 65537 bytes (64.0 KiB), over the limit of 65536 bytes (64.0 KiB)',
+    );
+    const third = 'z'.repeat(60_000);
+    const row = parseCsv(
+      Buffer.from(`prompt,input.a,input.b\n${'p'.repeat(19_000)},${third},${third}x\n`),
+      'r.csv',
+    );
+    expect(row.problems).toHaveLength(1);
+    expect(row.problems[0]).toMatchObject({ line: 2, column: 'input.b' });
+    expect(row.problems[0]?.reason).toMatch(
+      /over the limit of 131072 bytes \(128\.0 KiB\); its largest cell is `input\.b`/,
+    );
+    expect(MAX_ROW_BYTES).toBe(128 * 1024);
   });
 });

@@ -3,20 +3,19 @@
 import { type Command, Option } from 'commander';
 import { dirname, resolve } from 'node:path';
 import { batchIdFor, type StartBatchOptions } from '../../client/batches';
-import { openSession, SIMULATED_JOB_SECONDS } from '../../client/session';
+import { SIMULATED_JOB_SECONDS } from '../../client/session';
 import { DEFAULT_BATCH_OPTIONS } from '../../contract/types';
 import { CsvValidationError } from '../../errors';
 import { loadCsv } from '../../input/csv';
 import { plan } from '../../input/plan';
-import { startAndFollow } from '../../starter';
-import { createProgressView } from '../progress-view';
-import { EXIT, fail, nonNegative, seconds, summaryLine } from '../support';
+import { followInTerminal, openBatchSession } from '../follow';
+import { fail, fraction, nonNegative, seconds, wholeNumber } from '../support';
 
 export function registerRunCommand(program: Command): void {
   program
     .command('run')
     .description(
-      'Run a batch from a CSV and show its progress until it is done. Running the same file again attaches to the same batch; Ctrl-C leaves it durable.',
+      'Run a batch from a CSV and show its progress until it is done. Running the same file again attaches to the same batch; Ctrl-C leaves it durable. Without TEMPORAL_ADDRESS it uses the `vidbatch server` running here or starts an embedded one, and runs a worker in this process.',
     )
     .argument('<csv>', 'input CSV file (header row; column `prompt` required)')
     .option(
@@ -80,11 +79,43 @@ export function registerRunCommand(program: Command): void {
         .default(DEFAULT_BATCH_OPTIONS.promptsPerRun),
     )
     .addOption(new Option('--out <dir>', 'output folder (default out/<batch-id>)').env('VIDBATCH_OUT_DIR'))
+    .addOption(
+      new Option(
+        '--download <dir>',
+        'download each video into this folder as soon as its job completes, verified (sha256 in the manifest)',
+      ).env('VIDBATCH_DOWNLOAD_DIR'),
+    )
+    .addOption(
+      new Option('--max-failures <n>', 'guard rail: stop submitting once this many rows failed')
+        .env('VIDBATCH_MAX_FAILURES')
+        .argParser(wholeNumber),
+    )
+    .addOption(
+      new Option(
+        '--max-failure-rate <p>',
+        'guard rail: stop submitting once more than this share (0-1) of finished rows failed, from 10 finished rows on',
+      )
+        .env('VIDBATCH_MAX_FAILURE_RATE')
+        .argParser(fraction),
+    )
+    .addOption(
+      new Option('--max-submissions <n>', 'spend cap: submit at most this many jobs in the whole batch')
+        .env('VIDBATCH_MAX_SUBMISSIONS')
+        .argParser(wholeNumber),
+    )
+    .addOption(
+      new Option('--batch-deadline <s>', 'guard rail: submit no new job this many seconds after the start')
+        .env('VIDBATCH_BATCH_DEADLINE')
+        .argParser(seconds),
+    )
     .option(
       '--dry-run',
       'validate and print what would be submitted (counts per model, resolution, duration); start nothing',
     )
-    .option('--detach', 'start (or find) the batch and exit without following it')
+    .option(
+      '--detach',
+      'start (or find) the batch and exit without following it; needs TEMPORAL_ADDRESS or a running `vidbatch server`, and workers (`vidbatch worker`)',
+    )
     .option('--json', 'print the final result as JSON')
     .action((csvPath: string, o: Record<string, unknown>) => run(csvPath, o));
 }
@@ -116,53 +147,18 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
     out: o.out ? [resolve(o.out as string)] : [],
     download: o.download ? [resolve(o.download as string)] : [],
   };
-  const session = await openSession({ simulate, worker: o.simulate ? true : undefined, allow }).catch(fail);
-  const abort = new AbortController();
-  const onSigint = () => abort.abort();
-  process.once('SIGINT', onSigint);
-  const view = createProgressView();
+  const session = await openBatchSession({ simulate, detach: !!o.detach, allow });
   try {
-    const { started, result } = await startAndFollow(session, csvPath, batchOptionsFrom(o), {
+    await followInTerminal(session, {
+      csvPath,
+      options: batchOptionsFrom(o),
       parsed,
       detach: !!o.detach,
-      signal: abort.signal,
-      onProgress: (p) => view.update(p),
-      onStarted: ({ batchId, attached }) => {
-        console.error(
-          `${attached ? 'Attached to' : 'Started'} batch ${batchId} (${parsed.rows.length} prompts)`,
-        );
-        if (session.uiUrl)
-          console.error(
-            `Temporal Web UI: ${session.uiUrl}/namespaces/${session.namespace}/workflows/${batchId}`,
-          );
-      },
+      json: !!o.json,
+      startedLine: ({ batchId, attached }) =>
+        `${attached ? 'Attached to' : 'Started'} batch ${batchId} (${parsed.rows.length} prompts)`,
     });
-    if (o.detach) return;
-    view.stop();
-    const { batchId } = started;
-    if (!result) {
-      console.error(
-        `\nStopped following ${batchId}. The batch is durable: run the same command again to continue.`,
-      );
-      process.exitCode = EXIT.interrupted;
-      return;
-    }
-    if (o.json) console.log(JSON.stringify(result, null, 2));
-    else {
-      console.log(`${batchId}: ${summaryLine(result, true)}`);
-      if (result.stoppedReason)
-        console.log(`Stopped early: ${result.stoppedReason}; ${result.notStarted} rows not submitted.`);
-    }
-    if (session.simulator) {
-      const stats = session.simulator.stats();
-      console.error(
-        `Simulator: ${stats.jobsCreated} jobs created, ${stats.rateLimited} 429s sent, ${stats.idempotentReplays} idempotent replays`,
-      );
-    }
-    process.exitCode = result.failed > 0 || result.notStarted > 0 ? EXIT.rowsFailed : EXIT.ok;
   } finally {
-    view.stop();
-    process.removeListener('SIGINT', onSigint);
     await session.close();
   }
 }

@@ -1,22 +1,54 @@
 // `vidbatch server`.
 import { type Command, Option } from 'commander';
 import { DEFAULT_DB_FILE, startDevServer } from '../../dev-server/dev-server';
-import { number, waitForCtrlC } from '../support';
+import {
+  claimLocalServer,
+  findLocalServer,
+  forgetLocalServer,
+  recordLocalServer,
+} from '../../dev-server/local-server';
+import { ConfigError } from '../../errors';
+import { fail, number, waitForCtrlC } from '../support';
 
 export function registerServerCommand(program: Command): void {
   program
     .command('server')
-    .description('Run the Temporal dev server (with Web UI) in the foreground, persisting to a SQLite file.')
+    .description(
+      'Run the Temporal dev server (with Web UI) in the foreground, persisting to a SQLite file. vidbatch commands run in this folder use it (through .vidbatch/server.json) instead of opening the file themselves.',
+    )
     .addOption(new Option('--db-file <path>', 'SQLite file').env('VIDBATCH_DB_FILE').default(DEFAULT_DB_FILE))
     .addOption(new Option('--port <n>', 'gRPC port (default: a free one)').argParser(number))
     .addOption(new Option('--ui-port <n>', 'Web UI port (default: a free one)').argParser(number))
     .addOption(new Option('--namespace <ns>', 'namespace').env('TEMPORAL_NAMESPACE').default('default'))
     .action(async (opts: { dbFile: string; port?: number; uiPort?: number; namespace: string }) => {
-      const server = await startDevServer(opts);
+      // One process at a time opens the database: another vidbatch here owning it is told, not raced.
+      while (!(await claimLocalServer('server', opts.dbFile))) {
+        const other = await findLocalServer(60_000, (m) => console.error(m)).catch(fail);
+        if (other)
+          fail(
+            new ConfigError(
+              `a vidbatch ${other.owner} (pid ${other.pid}) already runs the dev server of this folder at ${other.address}: use it, or stop it first`,
+            ),
+          );
+      }
+      const server = await startDevServer(opts).catch(async (err: unknown) => {
+        await forgetLocalServer();
+        throw err;
+      });
+      await recordLocalServer({
+        pid: process.pid,
+        owner: 'server',
+        address: server.address,
+        ...(server.uiUrl ? { uiUrl: server.uiUrl } : {}),
+        dbFile: opts.dbFile,
+      });
       console.log(`Temporal gRPC address: ${server.address}`);
       console.log(`Temporal Web UI:       ${server.uiUrl}`);
-      console.log(`Use it from another shell: export TEMPORAL_ADDRESS=${server.address}`);
+      console.log(
+        `vidbatch commands in this folder use it; from elsewhere: export TEMPORAL_ADDRESS=${server.address}`,
+      );
       await waitForCtrlC();
       await server.stop();
+      await forgetLocalServer();
     });
 }

@@ -9,7 +9,10 @@ export function registerSimulatorCommand(program: Command): void {
     .description('Run the Model Gateway simulator (for tests, benchmarks and demos without a paid key).')
     .addOption(new Option('--port <n>', 'port').env('SIMULATOR_PORT').argParser(number).default(8787))
     .addOption(new Option('--host <host>', 'address to bind').default('127.0.0.1'))
-    .addOption(new Option('--api-key <key>', 'register this key (sk-...) at start').env('GATEWAY_API_KEY'))
+    // No environment fallback: GATEWAY_API_KEY is often a real key, and this command prints the key it serves.
+    .addOption(
+      new Option('--api-key <key>', 'register this key (sk-...) at start (default: a fresh one, printed)'),
+    )
     .addOption(new Option('--job-seconds <s>', 'mean job latency').argParser(number).default(20))
     .addOption(new Option('--job-jitter <s>', 'job latency jitter, ± seconds').argParser(number).default(5))
     .addOption(
@@ -31,8 +34,67 @@ export function registerSimulatorCommand(program: Command): void {
         .argParser(number)
         .default(0),
     )
+    .addOption(
+      new Option(
+        '--idempotency',
+        'honour Idempotency-Key (replay the first job of a repeated key); off by default, as the spec never mentions it',
+      ).env('SIMULATOR_IDEMPOTENCY'),
+    )
+    .addOption(
+      new Option(
+        '--job-ttl <s>',
+        'a finished job is forgotten (its status answers 404) this many seconds after it finished (0 = never)',
+      )
+        .argParser(number)
+        .default(0),
+    )
+    .addOption(
+      new Option(
+        '--hold-for <s>',
+        'answer every /v1 request 429 (Retry-After pointing at the end) for this many seconds after start',
+      ).argParser(number),
+    )
+    .addOption(
+      new Option('--retry-after-min <s>', 'every 429 carries a Retry-After of at least this many seconds')
+        .argParser(number)
+        .default(0),
+    )
     .addOption(new Option('--seed <n>', 'seed of the fault dice').argParser(number).default(1))
+    .addOption(
+      new Option('--fault-scope <scope>', 'which /v1 requests the request faults hit')
+        .choices(['all', 'submit', 'status'])
+        .default('all'),
+    )
     .addOption(new Option('--fault-5xx <p>', 'probability of a 503').argParser(number).default(0))
+    .addOption(
+      new Option(
+        '--fault-reset-before <p>',
+        'probability that a connection is reset before the request is processed',
+      )
+        .argParser(number)
+        .default(0),
+    )
+    .addOption(
+      new Option('--fault-429 <p>', 'probability of a 429 without processing the request')
+        .argParser(number)
+        .default(0),
+    )
+    .addOption(
+      new Option(
+        '--fault-502-after <p>',
+        'probability of a 502 after the request was processed (a job may exist)',
+      )
+        .argParser(number)
+        .default(0),
+    )
+    .addOption(
+      new Option(
+        '--fault-504-after <p>',
+        'probability of a 504 after the request was processed (a job may exist)',
+      )
+        .argParser(number)
+        .default(0),
+    )
     .addOption(
       new Option('--fault-slow <p>', 'probability of a response slower than --slow-ms')
         .argParser(number)
@@ -70,9 +132,18 @@ export function registerSimulatorCommand(program: Command): void {
         maxRunningJobs: o.maxRunning as number,
         retryAfterFormat: o.retryAfterFormat as 'seconds' | 'date',
         urlTtlSeconds: o.urlTtl as number,
+        jobTtlSeconds: o.jobTtl as number,
+        idempotency: Boolean(o.idempotency),
+        ...(o.holdFor !== undefined ? { holdUntil: Date.now() + (o.holdFor as number) * 1000 } : {}),
         seed: o.seed as number,
         faults: {
+          scope: o.faultScope as 'all' | 'submit' | 'status',
+          retryAfterMinSeconds: o.retryAfterMin as number,
           error5xx: o.fault5xx as number,
+          resetBefore: o.faultResetBefore as number,
+          error429: o.fault429 as number,
+          error502After: o.fault502After as number,
+          error504After: o.fault504After as number,
           slow: o.faultSlow as number,
           slowMs: o.slowMs as number,
           drop: o.faultDrop as number,
@@ -88,7 +159,10 @@ export function registerSimulatorCommand(program: Command): void {
       console.log(`Model Gateway simulator listening.`);
       console.log(`export GATEWAY_BASE_URL=${sim.baseUrl}`);
       console.log(`export GATEWAY_API_KEY=${sim.apiKey}`);
-      console.log(`Admin API: ${sim.origin}/admin (keys, stats, faults)`);
+      console.log(
+        `Admin API (loopback only): ${sim.origin}/admin/{keys, stats, faults, options, hold, outage, jobs/<id>}`,
+      );
+      console.log(`Idempotency-Key ${o.idempotency ? 'honoured' : 'ignored (every POST makes a new job)'}`);
       await waitForCtrlC();
       await sim.close();
     });

@@ -1,5 +1,6 @@
 // `vidbatch worker`.
 import { type Command, Option } from 'commander';
+import { findLocalServer } from '../../dev-server/local-server';
 import { runWorker } from '../../worker';
 import { fail } from '../support';
 
@@ -7,7 +8,7 @@ export function registerWorkerCommand(program: Command): void {
   program
     .command('worker')
     .description(
-      'Run a worker alone (server and workers elsewhere). Reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, VIDBATCH_TASK_QUEUE, GATEWAY_BASE_URL, GATEWAY_API_KEY (or GATEWAY_API_KEY_FILE); ' +
+      'Run a worker alone (server and workers elsewhere). Reads TEMPORAL_ADDRESS (default: the `vidbatch server` running in this folder), TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, VIDBATCH_TASK_QUEUE, GATEWAY_BASE_URL, GATEWAY_API_KEY (or GATEWAY_API_KEY_FILE); ' +
         'VIDBATCH_INPUT_ROOT (CSVs are read only under it; default: the working directory), VIDBATCH_DOWNLOAD_ROOT (default: the out root), ' +
         'VIDBATCH_SHUTDOWN_GRACE_MS (on SIGTERM/SIGINT running activities get this long to finish; default 30000), VIDBATCH_READY_FILE (exists while polling).',
     )
@@ -22,6 +23,11 @@ export function registerWorkerCommand(program: Command): void {
       ),
     )
     .action(async (o: { out: string }) => {
-      await runWorker(process.env, o.out).catch(fail);
+      const env = { ...process.env };
+      if (!env.TEMPORAL_ADDRESS) {
+        const local = await findLocalServer(60_000, (m) => console.error(m)).catch(fail);
+        if (local?.address) env.TEMPORAL_ADDRESS = local.address;
+      }
+      await runWorker(env, o.out).catch(fail);
     });
 }

@@ -1,0 +1,123 @@
+// Starting a batch from the command line and following it on the terminal: what `run` and `retry-failed`
+// share (the session they need, --detach rules, progress, Ctrl-C, the summary and the exit code).
+import type { PathRoots } from '../activities/paths';
+import { CancelledFailure, WorkflowFailedError } from '@temporalio/client';
+import type { StartBatchOptions, StartedBatch } from '../client/batches';
+import { openSession, type Session } from '../client/session';
+import type { SimulatorOptions } from '../simulator/server';
+import { ConfigError } from '../errors';
+import type { ParsedCsv } from '../input/csv';
+import { startAndFollow } from '../starter';
+import { createProgressView } from './progress-view';
+import { EXIT, fail, summaryLine } from './support';
+
+/**
+ * The session of a command that starts a batch. Following: a worker runs here unless TEMPORAL_ADDRESS points
+ * at a server with its own workers. Detached: only a server that outlives this command will do (TEMPORAL_ADDRESS
+ * or a running `vidbatch server`), and no worker starts here; otherwise a ConfigError says what to start.
+ */
+export async function openBatchSession(o: {
+  simulate: SimulatorOptions | false;
+  detach: boolean;
+  /** Folders the in-process worker may use besides its roots (see SessionOptions.allow). */
+  allow?: Partial<PathRoots>;
+}): Promise<Session> {
+  if (o.detach && o.simulate)
+    fail(
+      new ConfigError(
+        '--detach cannot be used with --simulate: the simulator runs inside this command and would stop with it. Run without --detach, or run `vidbatch simulator` and point GATEWAY_BASE_URL at it',
+      ),
+    );
+  if (o.detach) {
+    return openSession({ worker: false, localServer: 'lasting' }).catch((err: unknown) =>
+      fail(
+        err instanceof ConfigError
+          ? new ConfigError(
+              `--detach needs a server that keeps running after this command: ${err.message}, and run \`vidbatch worker\` (or run without --detach to follow the batch here)`,
+            )
+          : err,
+      ),
+    );
+  }
+  return openSession({
+    simulate: o.simulate,
+    ...(o.simulate ? { worker: true } : {}),
+    ...(o.allow ? { allow: o.allow } : {}),
+  }).catch(fail);
+}
+
+export interface FollowInTerminal {
+  csvPath: string;
+  options: StartBatchOptions;
+  parsed?: ParsedCsv;
+  detach: boolean;
+  json?: boolean;
+  /** The first line: "Started batch ..." / "Attached to batch ...". */
+  startedLine(started: StartedBatch): string;
+}
+
+/** Starts or attaches, then follows with a progress view; prints the summary and sets the exit code. */
+export async function followInTerminal(session: Session, f: FollowInTerminal): Promise<void> {
+  const abort = new AbortController();
+  const onSigint = () => abort.abort();
+  process.once('SIGINT', onSigint);
+  const view = createProgressView();
+  try {
+    let startedId = '';
+    const followed = await startAndFollow(session, f.csvPath, f.options, {
+      ...(f.parsed ? { parsed: f.parsed } : {}),
+      detach: f.detach,
+      signal: abort.signal,
+      onProgress: (p) => view.update(p),
+      onStarted: (started) => {
+        startedId = started.batchId;
+        console.error(f.startedLine(started));
+        if (session.uiUrl)
+          console.error(
+            `Temporal Web UI: ${session.uiUrl}/namespaces/${session.namespace}/workflows/${started.batchId}`,
+          );
+      },
+    }).catch((err: unknown) => {
+      // Cancelled from another shell (`vidbatch cancel`): told plainly, not as a stack of Temporal errors.
+      if (!(err instanceof WorkflowFailedError && err.cause instanceof CancelledFailure)) throw err;
+      console.error(
+        `\n${startedId} was cancelled. Finished rows are in its manifest; rows in flight are recorded as failed with code \`cancelled\`.`,
+      );
+      process.exitCode = EXIT.rowsFailed;
+      return undefined;
+    });
+    if (!followed) return;
+    const { started, result } = followed;
+    const { batchId } = started;
+    if (f.detach) {
+      console.error(
+        `Detached. ${batchId} makes progress only while workers run on task queue "${session.taskQueue}": run \`vidbatch worker\`${session.server === 'address' ? ' (same TEMPORAL_* settings)' : ' in this folder'} with GATEWAY_BASE_URL and GATEWAY_API_KEY. Follow it with \`vidbatch watch ${batchId}\`.`,
+      );
+      return;
+    }
+    view.stop();
+    if (!result) {
+      console.error(
+        `\nStopped following ${batchId}. The batch is durable: run the same command again to continue.`,
+      );
+      process.exitCode = EXIT.interrupted;
+      return;
+    }
+    if (f.json) console.log(JSON.stringify(result, null, 2));
+    else {
+      console.log(`${batchId}: ${summaryLine(result, true)}`);
+      if (result.stoppedReason)
+        console.log(`Stopped early: ${result.stoppedReason}; ${result.notStarted} rows not submitted.`);
+    }
+    if (session.simulator) {
+      const stats = session.simulator.stats();
+      console.error(
+        `Simulator: ${stats.jobsCreated} jobs created, ${stats.rateLimited} 429s sent, ${stats.idempotentReplays} idempotent replays`,
+      );
+    }
+    process.exitCode = result.failed > 0 || result.notStarted > 0 ? EXIT.rowsFailed : EXIT.ok;
+  } finally {
+    view.stop();
+    process.removeListener('SIGINT', onSigint);
+  }
+}

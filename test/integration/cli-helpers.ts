@@ -1,0 +1,101 @@
+// Spawning the real `vidbatch` command (bin/vidbatch.mjs) the way a user does, for the CLI tests.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const CLI = fileURLToPath(new URL('../../bin/vidbatch.mjs', import.meta.url));
+
+export interface CliRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Settings of this test process that must not leak into a spawned command unless a test passes them. */
+const OUTSIDE_SETTINGS = [
+  'TEMPORAL_ADDRESS',
+  'TEMPORAL_NAMESPACE',
+  'GATEWAY_BASE_URL',
+  'GATEWAY_API_KEY',
+  'GATEWAY_API_KEY_FILE',
+  'VIDBATCH_TASK_QUEUE',
+  'VIDBATCH_DB_FILE',
+];
+
+export function cliEnvironment(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const name of OUTSIDE_SETTINGS) delete env[name];
+  return { ...env, ...extra };
+}
+
+export interface SpawnOptions {
+  cwd: string;
+  env?: Record<string, string>;
+  /** SIGINT once stderr or stdout matches. */
+  interruptWhen?: RegExp;
+}
+
+/** Runs `vidbatch ...args` to its end. */
+export function vidbatch(args: string[], options: SpawnOptions): Promise<CliRun> {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    cwd: options.cwd,
+    env: cliEnvironment(options.env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  return collect(child, options.interruptWhen);
+}
+
+/** Starts `vidbatch ...args` in the background: `output()` so far, `waitFor(pattern)`, `done`, `stop()`. */
+export function background(args: string[], options: SpawnOptions) {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    cwd: options.cwd,
+    env: cliEnvironment(options.env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const done = collect(child);
+  return {
+    child,
+    done,
+    output: () => out,
+    async waitFor(pattern: RegExp, timeoutMs = 60_000): Promise<RegExpExecArray> {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const m = pattern.exec(out);
+        if (m) return m;
+        if (child.exitCode !== null || Date.now() > deadline)
+          throw new Error(`never printed ${pattern} (exit ${child.exitCode}):\n${out}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+    async stop(): Promise<CliRun> {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT');
+      return done;
+    },
+  };
+}
+
+function collect(child: ChildProcess, interruptWhen?: RegExp): Promise<CliRun> {
+  return new Promise((resolve, reject) => {
+    let stdout = '';
+    let stderr = '';
+    let interrupted = false;
+    const check = () => {
+      if (interruptWhen && !interrupted && interruptWhen.test(stdout + stderr)) {
+        interrupted = true;
+        child.kill('SIGINT');
+      }
+    };
+    child.stdout?.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      check();
+    });
+    child.stderr?.on('data', (d: Buffer) => {
+      stderr += d.toString();
+      check();
+    });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
