@@ -5,6 +5,16 @@ export const DEFAULT_TASK_QUEUE = 'vidbatch';
 
 export const DEFAULT_MODEL = 'modelfamily-1.0-r2v';
 
+/**
+ * The one patch id of the spend-safety changes (issue 10): re-runs continue from what earlier runs know, cancel
+ * waits for every prompt, a changed CSV pauses, pages and result groups are cut by size, unknown submits.
+ */
+export const PATCH_SPEND_SAFETY = 'spend-safety';
+
+/** Temporal payloads stay far below its 2 MB limit: a page of rows and a group of results at most this big. */
+export const MAX_PAGE_BYTES = 512 * 1024;
+export const MAX_RESULT_GROUP_BYTES = 512 * 1024;
+
 /** One validated CSV row, as it travels through history. Never contains secrets. */
 export interface PromptRow {
   /** Unique within the batch: the `id` column, or the row number. */
@@ -66,6 +76,12 @@ export interface BatchOptions {
   maxSubmissions?: number;
   /** Epoch ms after which no new job is submitted. */
   deadlineAt?: number;
+  /** After a submit whose outcome is unknown (a job may exist): send it again (same key) or fail the row. */
+  onUnknownSubmit?: 'resend' | 'fail';
+  /** With `resend`: at most this many re-sends after unknown outcomes (default 1). */
+  maxUnknownResends?: number;
+  /** Start-to-close timeout of the submit activity (its HTTP timeout stays inside it); default 180 s. */
+  submitTimeoutMs?: number;
 }
 
 // A wide window: with jobs taking minutes, keeping a gateway's rate limit busy takes hundreds of jobs in
@@ -88,6 +104,8 @@ export interface BatchInput {
   options: BatchOptions;
   /** The batch whose failed rows this batch retries. */
   retryOf?: string;
+  /** retry-failed: the original batch's output folder, consulted for known jobs of the same row ids. */
+  priorOutDir?: string;
   /** Carried across continue-as-new. */
   carry?: BatchCarry;
 }
@@ -103,6 +121,10 @@ export interface BatchCarry {
   manifestPath: string;
   runs: number;
   stoppedReason?: string | null;
+  /** Rows counted as succeeded because an earlier run of the batch finished them (not submitted again). */
+  skipped?: number;
+  /** Rows that had a submit with an unknown outcome (each may have been billed more than once). */
+  unknownSubmitRows?: number;
 }
 
 export interface BatchCounts {
@@ -134,7 +156,29 @@ export interface PromptResult extends RowFields {
   sha256?: string;
   bytes?: number;
   downloadError?: string;
+  /** Submits whose outcome was unknown (each may have created a billed job). */
+  unknownSubmits?: number;
+  /** Idempotency-key generation of the row's last submit (0: `vidbatch:<batch>:<row>`). */
+  generation?: number;
 }
+
+/** What earlier runs know about a row: its final state in the manifest and its jobs in the jobs journal. */
+export interface PriorOutcome {
+  /** Final state in the manifest, if the row was recorded. */
+  status?: PromptStatus;
+  /** The row's latest known job: checked at the gateway before paying again. */
+  jobId?: string;
+  url?: string;
+  /** Highest key generation used for the row so far (0 when none is known). */
+  generation: number;
+  /** Submits with an unknown outcome so far. */
+  unknownSubmits?: number;
+  /** Not filled by readRows (the payload would double); kept for callers that have it. */
+  result?: PromptResult;
+}
+
+/** A row as readRows returns it: the row, and what earlier runs know about it (absent in old histories). */
+export type PageRow = PromptRow & { prior?: PriorOutcome };
 
 export function rowFields(row: PromptRow): RowFields {
   return {
@@ -169,6 +213,15 @@ export interface PromptInput {
   jobDeadlineMs: number;
   activityTimeoutMs: number;
   downloadDir?: string;
+  /** A job an earlier run made for this row: check it at the gateway before paying for a new one. */
+  knownJobId?: string;
+  /** 0 or absent: key `vidbatch:<batch>:<row>`; n > 0: `vidbatch:<batch>:<row>:g<n>`. */
+  keyGeneration?: number;
+  onUnknownSubmit?: 'resend' | 'fail';
+  maxUnknownResends?: number;
+  submitTimeoutMs?: number;
+  /** The batch's output folder, for the jobs journal. */
+  outDir?: string;
 }
 
 /** A verified download of a finished video. */
@@ -200,6 +253,14 @@ export interface BatchProgress {
   manifestPath: string;
   /** Set once a guard rail stopped new submissions. */
   stoppedReason: string | null;
+  /** Rows an earlier run already finished successfully: counted as succeeded, not submitted again. */
+  skipped: number;
+  /** Rows that had a submit with an unknown outcome: each may have been billed more than once. */
+  unknownSubmitRows: number;
+  /** Epoch ms until which the gateway asked the batch to wait (Retry-After), when in the future. */
+  holdUntil: number | null;
+  /** Why the batch holds, e.g. "the gateway asked to wait until 03:10 UTC". */
+  holdReason: string | null;
 }
 
 export interface BatchResult {
@@ -212,4 +273,8 @@ export interface BatchResult {
   notStarted: number;
   /** Which guard rail stopped the batch, if one did. */
   stoppedReason?: string;
+  /** Rows finished by an earlier run of the batch, counted in `succeeded`, not submitted again. */
+  skipped?: number;
+  /** Rows that had a submit with an unknown outcome (may have been billed more than once). */
+  unknownSubmitRows?: number;
 }
