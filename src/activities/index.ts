@@ -14,7 +14,7 @@ export interface ActivityDeps {
 /** readRows, submitJob, pollJob, downloadVideo, recordResults. */
 export function createActivities(deps: ActivityDeps) {
   return {
-    ...createRowActivities(),
+    ...createRowActivities(deps.outRoot),
     ...createJobActivities(deps.gateway),
     ...createOutputActivities(deps.outRoot),
   };
