@@ -87,3 +87,33 @@ export async function appendResults(outDir: string, results: PromptResult[]): Pr
   cached.size = await fileSize(path);
   return fresh.length;
 }
+
+/** A manifest's final state in figures: what `status` shows for a batch that is not running. */
+export interface ManifestSummary {
+  path: string;
+  rows: number;
+  succeeded: number;
+  failed: number;
+  /** Rows whose submits had an unknown outcome: each may have been billed more than once. */
+  unknownSubmitRows: number;
+  /** Failed rows per error code. */
+  failedByCode: Record<string, number>;
+}
+
+export async function summarizeManifest(path: string): Promise<ManifestSummary> {
+  const rows = await readManifest(path);
+  const failedByCode: Record<string, number> = {};
+  for (const r of rows) {
+    if (r.status !== 'failed') continue;
+    const code = r.errorCode ?? 'unknown';
+    failedByCode[code] = (failedByCode[code] ?? 0) + 1;
+  }
+  return {
+    path,
+    rows: rows.length,
+    succeeded: rows.filter((r) => r.status === 'succeeded').length,
+    failed: rows.filter((r) => r.status === 'failed').length,
+    unknownSubmitRows: rows.filter((r) => (r.unknownSubmits ?? 0) > 0).length,
+    failedByCode,
+  };
+}
