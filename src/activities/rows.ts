@@ -67,7 +67,7 @@ export function createRowActivities(outRoot = 'out') {
         const parsed = await loadCsv(csvPath);
         if (parsed.sha256 !== csvSha256) {
           throw csvChanged(
-            `${csvPath} changed since the batch started (sha256 ${parsed.sha256.slice(0, 12)}, expected ${csvSha256.slice(0, 12)}): restore it and resume, or cancel the batch`,
+            `${csvPath} changed since the batch started: restore it and resume, or cancel the batch (sha256 now ${parsed.sha256.slice(0, 12)}, expected ${csvSha256.slice(0, 12)})`,
           );
         }
         csvCache = { key, rows: parsed.rows };
