@@ -17,7 +17,7 @@ export interface ActivityDeps {
 /** readRows, submitJob, checkJob, pollJob, downloadVideo, recordResults. */
 export function createActivities(deps: ActivityDeps) {
   return {
-    ...createRowActivities(deps.roots),
+    ...createRowActivities(deps.outRoot, deps.roots),
     ...createJobActivities(deps.gateway, deps.outRoot, deps.roots),
     ...createOutputActivities(deps.outRoot, deps.roots),
   };

@@ -3,7 +3,7 @@
 import { join, resolve } from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { BatchProgress, BatchResult } from '../contract/types';
-import { manifestPath as manifestIn } from '../results/manifest';
+import { manifestPath as manifestIn, summarizeManifest, type ManifestSummary } from '../results/manifest';
 import { batchHandle, getProgress } from './batches';
 
 export const PROMPT_STATES = ['submitting', 'running', 'blocked', 'succeeded', 'failed'] as const;
@@ -19,6 +19,11 @@ export interface BatchStatus {
   result?: BatchResult;
   /** Prompt workflows per VidbatchState, from Temporal visibility (no worker needed). */
   promptStates: Record<(typeof PROMPT_STATES)[number], number>;
+  /**
+   * The manifest's final state (last line per row wins), when this process can read it: the truth for a
+   * cancelled, failed or terminated batch, and across re-runs.
+   */
+  final?: ManifestSummary;
 }
 
 export async function promptStateCounts(
@@ -35,7 +40,8 @@ export async function promptStateCounts(
   return counts;
 }
 
-export async function batchStatus(client: Client, batchId: string): Promise<BatchStatus> {
+/** Where a batch stands; `outRoot` locates its manifest when the batch cannot say (see findManifest). */
+export async function batchStatus(client: Client, batchId: string, outRoot = 'out'): Promise<BatchStatus> {
   const handle = batchHandle(client, batchId);
   const description = await handle.describe();
   const status: BatchStatus = {
@@ -47,6 +53,11 @@ export async function batchStatus(client: Client, batchId: string): Promise<Batc
   };
   if (description.status.name === 'RUNNING') status.progress = await getProgress(handle);
   if (description.status.name === 'COMPLETED') status.result = await handle.result();
+  const manifest = await findManifest(client, batchId, outRoot).catch(() => undefined);
+  if (manifest) {
+    const final = await summarizeManifest(manifest).catch(() => undefined);
+    if (final?.rows) status.final = final;
+  }
   return status;
 }
 

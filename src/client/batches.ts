@@ -1,7 +1,7 @@
 // Batches from the client side: the id of a CSV's batch, start or attach, follow until done. The batch id
 // comes from the CSV's content, so running the same file again attaches to the same batch.
 import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { progressQuery } from '../contract/messages';
@@ -14,6 +14,8 @@ import {
   type BatchResult,
 } from '../contract/types';
 import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
+import { failedRowsCsv } from '../results/export';
+import { findManifest } from './batch-status';
 import { batchWorkflow } from '../workflows';
 import type { Session } from './session';
 
@@ -34,10 +36,22 @@ export function batchHandle(client: Client, batchId: string): WorkflowHandle<typ
   return client.workflow.getHandle<typeof batchWorkflow>(batchId);
 }
 
+/**
+ * `outDir` and `downloadDir` are ROOTS shared by batches: each batch writes its manifest and jobs journal in
+ * `<outDir>/<batchId>/` and its videos in `<downloadDir>/<batchId>/`, so batches never mix. Without `outDir`
+ * the worker's root (`vidbatch worker --out`, default `out`) is used the same way.
+ */
 export interface StartBatchOptions extends Partial<Omit<BatchOptions, 'poll'>> {
   poll?: Partial<BatchOptions['poll']>;
   /** This batch retries the failed rows of that one. */
   retryOf?: string;
+  /** retry-failed: the original batch's output folder, whose jobs are checked before paying again. */
+  priorOutDir?: string;
+}
+
+/** A batch's own folder under a shared root: `<root>/<batchId>`. */
+export function batchDir(root: string, batchId: string): string {
+  return resolve(root, batchId);
 }
 
 /** Drops undefined values, so an unset flag never overrides a default. */
@@ -63,12 +77,13 @@ export async function startBatch(
 ): Promise<StartedBatch> {
   const csv = parsed ?? (await loadValidCsv(csvPath));
   const batchId = batchIdFor(csv);
-  const { retryOf, ...rest } = options;
+  const { retryOf, priorOutDir, ...rest } = options;
   const batchOptions: BatchOptions = {
     ...DEFAULT_BATCH_OPTIONS,
     ...definedOnly(rest),
     poll: { ...DEFAULT_BATCH_OPTIONS.poll, ...definedOnly(options.poll ?? {}) },
-    ...(options.outDir ? { outDir: resolve(options.outDir) } : {}),
+    ...(options.outDir ? { outDir: batchDir(options.outDir, batchId) } : {}),
+    ...(options.downloadDir ? { downloadDir: batchDir(options.downloadDir, batchId) } : {}),
   };
   const input: BatchInput = {
     batchId,
@@ -77,12 +92,15 @@ export async function startBatch(
     totalRows: csv.rows.length,
     options: batchOptions,
     ...(retryOf ? { retryOf } : {}),
+    ...(priorOutDir ? { priorOutDir: resolve(priorOutDir) } : {}),
   };
   const previous = await session.client.workflow
     .getHandle(batchId)
     .describe()
     .catch(() => undefined);
-  // Failed, cancelled or terminated batches may be started again; running or completed ones are attached to.
+  // Failed, cancelled or terminated batches may be started again (the new run continues from what the earlier
+  // ones recorded: rows that succeeded are not submitted, known jobs are checked); running or completed ones
+  // are attached to.
   const attached = !!previous && ['RUNNING', 'COMPLETED', 'CONTINUED_AS_NEW'].includes(previous.status.name);
   try {
     const handle = await session.client.workflow.start(batchWorkflow, {
@@ -147,4 +165,42 @@ export async function followBatch(
   // Stopped by the caller: the batch goes on; report a result only if it happened to finish first.
   if (signal?.aborted) return result.catch(() => undefined);
   return result;
+}
+
+export interface RetryFailedOptions extends StartBatchOptions {
+  /** Only rows whose final state failed with this code (e.g. `submit_unknown`, `deadline_exceeded`). */
+  code?: string;
+  /** Root of the output folders, where the original batch's folder is (default `out`). */
+  outRoot?: string;
+}
+
+export interface RetryStarted extends StartedBatch {
+  /** The input CSV of the rows taken (written next to the original manifest) and how many. */
+  csvPath: string;
+  rows: number;
+  retryOf: string;
+}
+
+/**
+ * `retry-failed`: a new batch of the rows whose final state in `batchId`'s manifest is failed (optionally only
+ * one error code), linked to it; its rows check the jobs the original batch made for them (priorOutDir) before
+ * paying again. Undefined when no row qualifies. The caller follows the batch (and runs a worker when no one
+ * else does, as `run` does).
+ */
+export async function retryFailed(
+  session: Session,
+  batchId: string,
+  options: RetryFailedOptions = {},
+): Promise<RetryStarted | undefined> {
+  const { code, outRoot = 'out', ...start } = options;
+  const manifest = await findManifest(session.client, batchId, outRoot);
+  const csv = await failedRowsCsv(manifest, dirname(manifest), batchId, code);
+  if (csv.rows === 0) return undefined;
+  const started = await startBatch(session, csv.path, {
+    outDir: outRoot,
+    ...start,
+    retryOf: batchId,
+    priorOutDir: dirname(manifest),
+  });
+  return { ...started, csvPath: csv.path, rows: csv.rows, retryOf: batchId };
 }

@@ -20,7 +20,10 @@ export const FailureType = {
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
-/** Every workflow change of issue 10 (spend safety) is behind `patched(PATCH_SPEND_SAFETY)`. */
+/**
+ * The one patch id of the spend-safety changes (issue 10): unknown submits, known jobs checked first, re-runs
+ * continue from what earlier runs know, cancel waits for every prompt, a changed CSV pauses, size cuts.
+ */
 export const PATCH_SPEND_SAFETY = 'spend-safety';
 
 /** A Retry-After longer than this is logged as suspicious (it is still honoured: a quota may reset hours later). */

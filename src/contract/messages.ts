@@ -11,6 +11,8 @@ export interface PromptBlocked {
 export interface PromptRateLimited {
   rowId: string;
   untilMs: number;
+  /** Why the prompt waits (shown in the batch's hold reason); default: the gateway's Retry-After. */
+  reason?: string;
 }
 
 export const progressQuery = defineQuery<BatchProgress>('progress');

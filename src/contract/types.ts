@@ -5,6 +5,10 @@ export const DEFAULT_TASK_QUEUE = 'vidbatch';
 
 export const DEFAULT_MODEL = 'modelfamily-1.0-r2v';
 
+/** Temporal payloads stay far below its 2 MB limit: a page of rows and a group of results at most this big. */
+export const MAX_PAGE_BYTES = 512 * 1024;
+export const MAX_RESULT_GROUP_BYTES = 512 * 1024;
+
 /** One validated CSV row, as it travels through history. Never contains secrets. */
 export interface PromptRow {
   /** Unique within the batch: the `id` column, or the row number. */
@@ -115,6 +119,8 @@ export interface BatchInput {
   options: BatchOptions;
   /** The batch whose failed rows this batch retries. */
   retryOf?: string;
+  /** retry-failed: the original batch's output folder, consulted for known jobs of the same row ids. */
+  priorOutDir?: string;
   /** Carried across continue-as-new. */
   carry?: BatchCarry;
 }
@@ -130,6 +136,10 @@ export interface BatchCarry {
   manifestPath: string;
   runs: number;
   stoppedReason?: string | null;
+  /** Rows counted as succeeded because an earlier run of the batch finished them (not submitted again). */
+  skipped?: number;
+  /** Rows that had a submit with an unknown outcome (each may have been billed more than once). */
+  unknownSubmitRows?: number;
 }
 
 export interface BatchCounts {
@@ -167,6 +177,24 @@ export interface PromptResult extends RowFields {
   /** Generation of the Idempotency-Key of the job this result reports (see PromptInput.keyGeneration). */
   generation?: number;
 }
+
+/** What earlier runs know about a row: its final state in the manifest and its jobs in the jobs journal. */
+export interface PriorOutcome {
+  /** Final state in the manifest, if the row was recorded. */
+  status?: PromptStatus;
+  /** The row's latest known job: checked at the gateway before paying again. */
+  jobId?: string;
+  url?: string;
+  /** Highest key generation used for the row so far (0 when none is known). */
+  generation: number;
+  /** Submits with an unknown outcome so far. */
+  unknownSubmits?: number;
+  /** Not filled by readRows (the payload would double); kept for callers that have it. */
+  result?: PromptResult;
+}
+
+/** A row as readRows returns it: the row, and what earlier runs know about it (absent in old histories). */
+export type PageRow = PromptRow & { prior?: PriorOutcome };
 
 export function rowFields(row: PromptRow): RowFields {
   return {
@@ -254,6 +282,14 @@ export interface BatchProgress {
   manifestPath: string;
   /** Set once a guard rail stopped new submissions. */
   stoppedReason: string | null;
+  /** Rows an earlier run already finished successfully: counted as succeeded, not submitted again. */
+  skipped: number;
+  /** Rows that had a submit with an unknown outcome: each may have been billed more than once. */
+  unknownSubmitRows: number;
+  /** Epoch ms until which the gateway asked the batch to wait (Retry-After), when in the future. */
+  holdUntil: number | null;
+  /** Why the batch holds, e.g. "the gateway asked to wait until 03:10 UTC". */
+  holdReason: string | null;
 }
 
 export interface BatchResult {
@@ -266,4 +302,8 @@ export interface BatchResult {
   notStarted: number;
   /** Which guard rail stopped the batch, if one did. */
   stoppedReason?: string;
+  /** Rows finished by an earlier run of the batch, counted in `succeeded`, not submitted again. */
+  skipped?: number;
+  /** Rows that had a submit with an unknown outcome (may have been billed more than once). */
+  unknownSubmitRows?: number;
 }

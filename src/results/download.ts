@@ -1,9 +1,11 @@
-// Verified downloads of finished videos: HTTP status, content type, size, MP4 signature, sha256. Partial
-// files resume with a Range request, and a verified file is never overwritten. Used for one video (the
-// downloadVideo activity) and for every video of a batch (`vidbatch download`).
+// Verified downloads of finished videos: HTTP status, content type, size, MP4 signature, sha256. A partial
+// file resumes with a Range request only for the URL it came from (sidecar `<name>.part.json`); an existing
+// file is reused only when its sha256 matches the recorded one (or the one just downloaded), and never
+// overwritten: a different video for the same name is kept next to it. Used for one video (the downloadVideo
+// activity) and for every video of a batch (`vidbatch download`).
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, open, rename, stat, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { request } from 'undici';
@@ -50,6 +52,20 @@ export interface DownloadOptions {
   timeoutMs?: number;
 }
 
+/** The URL a `.part` file was downloaded from (its sidecar), if known. */
+async function partUrl(part: string): Promise<string | undefined> {
+  try {
+    return (JSON.parse(await readFile(`${part}.json`, 'utf8')) as { url?: string }).url;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `<dir>/<base>.<sha8>.mp4`: where a second, different video for the same name goes. */
+function alternateName(target: string, sha256: string): string {
+  return target.replace(/(\.mp4)?$/, (ext) => `.${sha256.slice(0, 12)}${ext}`);
+}
+
 export async function downloadVerified(
   url: string,
   dir: string,
@@ -58,17 +74,17 @@ export async function downloadVerified(
 ): Promise<DownloadedVideo & { reused: boolean }> {
   await mkdir(dir, { recursive: true });
   const target = join(dir, name);
-  if ((await size(target)) !== undefined) {
-    const existing = await verifyFile(target, url);
-    if (options.expectedSha256 && existing.sha256 !== options.expectedSha256) {
-      throw new DownloadError(
-        `${target} exists with another sha256 than recorded; not overwriting it`,
-        false,
-      );
-    }
-    return { ...existing, reused: true };
+  const existing =
+    (await size(target)) !== undefined ? await verifyFile(target, url).catch(() => undefined) : undefined;
+  if (existing && options.expectedSha256) {
+    if (existing.sha256 === options.expectedSha256) return { ...existing, reused: true };
+    throw new DownloadError(`${target} exists with another sha256 than recorded; not overwriting it`, false);
   }
+  // Without a recorded hash an existing file proves nothing (another batch's, an older job's): download,
+  // then reuse it only if it is the same video.
   const part = `${target}.part`;
+  if ((await size(part)) !== undefined && (await partUrl(part)) !== url) await rm(part, { force: true });
+  await writeFile(`${part}.json`, JSON.stringify({ url }));
   const have = (await size(part)) ?? 0;
   const response = await request(url, {
     headers: have > 0 ? { range: `bytes=${have}-` } : {},
@@ -104,8 +120,16 @@ export async function downloadVerified(
   if (options.expectedSha256 && verified.sha256 !== options.expectedSha256) {
     throw new DownloadError(`${url}: sha256 ${verified.sha256} differs from the recorded one`, false);
   }
-  await rename(part, target);
-  return { ...verified, file: target, reused: false };
+  if (existing?.sha256 === verified.sha256) {
+    await rm(part, { force: true });
+    await rm(`${part}.json`, { force: true });
+    return { ...existing, reused: true };
+  }
+  // A file that is not this video (or not a valid MP4) keeps its name; this one goes next to it.
+  const file = (await size(target)) === undefined ? target : alternateName(target, verified.sha256);
+  await rename(part, file);
+  await rm(`${part}.json`, { force: true });
+  return { ...verified, file, reused: false };
 }
 
 export interface DownloadReport {

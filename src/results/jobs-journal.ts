@@ -1,26 +1,74 @@
-// The jobs journal `<outDir>/jobs.jsonl`: one line per job id a submit learned, and per submit whose outcome
-// was unknown, written by the submit activity as soon as it knows, so a re-run finds every job it paid for
-// even when the row never reached the manifest. Minimal version (helper A); helper B owns this module.
-import { appendFile, mkdir } from 'node:fs/promises';
+// The jobs journal: `<outDir>/jobs.jsonl`, one JSON line per job a row's submit made (or may have made), written
+// by submitJob the moment it knows. The manifest only learns a job when its row finishes; the journal keeps the
+// job ids of rows a cancelled or terminated batch never recorded, so a re-run checks those jobs instead of
+// paying again. Append-only and torn-tail safe: a line cut by a crash is skipped, and the next append starts
+// on a fresh line instead of gluing onto it.
+import { appendFile, mkdir, open } from 'node:fs/promises';
 import { join } from 'node:path';
+import { readJsonl } from './jsonl';
+
+export const JOURNAL_FILE = 'jobs.jsonl';
 
 export interface JournalEntry {
   rowId: string;
+  /** The job the gateway made; absent with `unknown` (a submit whose outcome was lost). */
   jobId?: string;
-  /** Generation of the Idempotency-Key the submit carried. */
+  /** Idempotency-key generation of the submit (0: `vidbatch:<batch>:<row>`). */
   generation: number;
-  /** The submit's outcome was unknown: a job may exist that no one knows the id of. */
+  /** The submit's outcome is unknown: it may have created a billed job whose id never reached us. */
   unknown?: true;
   /** ISO time of the entry. */
   at: string;
 }
 
 export function journalPath(outDir: string): string {
-  return join(outDir, 'jobs.jsonl');
+  return join(outDir, JOURNAL_FILE);
 }
 
-/** Appends one entry as a JSON line (a single write, so concurrent appends do not interleave). */
+/** Whether the file ends with a newline (true for a missing or empty file). */
+async function endsWithNewline(path: string): Promise<boolean> {
+  let handle;
+  try {
+    handle = await open(path, 'r');
+  } catch {
+    return true;
+  }
+  try {
+    const { size } = await handle.stat();
+    if (size === 0) return true;
+    const last = Buffer.alloc(1);
+    await handle.read(last, 0, 1, size - 1);
+    return last[0] === 0x0a;
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Appends in one process go one at a time per file, so the torn-tail check never sees a half-written line. */
+const queues = new Map<string, Promise<void>>();
+
+/** Appends one entry to `<outDir>/jobs.jsonl` (creating the folder); resolves once it is written. */
 export async function appendJournal(outDir: string, entry: JournalEntry): Promise<void> {
-  await mkdir(outDir, { recursive: true });
-  await appendFile(journalPath(outDir), `${JSON.stringify(entry)}\n`);
+  const path = journalPath(outDir);
+  const previous = queues.get(path) ?? Promise.resolve();
+  const mine = previous.then(async () => {
+    await mkdir(outDir, { recursive: true });
+    // A torn last line (crash mid-append) is left as it is (it may be all there is of a job id) and skipped on
+    // reading; this entry starts on a line of its own.
+    const prefix = (await endsWithNewline(path)) ? '' : '\n';
+    await appendFile(path, `${prefix}${JSON.stringify(entry)}\n`);
+  });
+  const settled = mine.catch(() => undefined);
+  queues.set(path, settled);
+  void settled.then(() => {
+    if (queues.get(path) === settled) queues.delete(path);
+  });
+  return mine;
+}
+
+/** Every entry of `<outDir>/jobs.jsonl` in file order (none when there is no journal). */
+export async function readJournal(outDir: string): Promise<JournalEntry[]> {
+  return (await readJsonl<JournalEntry>(journalPath(outDir))).filter(
+    (e) => typeof e.rowId === 'string' && typeof e.generation === 'number',
+  );
 }

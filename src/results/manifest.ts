@@ -1,9 +1,12 @@
-// The manifest: one JSON line per finished prompt in `<outDir>/manifest.jsonl`, append-only. A retried
-// append skips rows already written, and a torn last line (crash mid-write) is cut off before appending,
-// so the file stays correct under activity retries and worker crashes.
+// The manifest: one JSON line per finished prompt in `<outDir>/manifest.jsonl`, append-only. A row's final
+// state is its LAST line: a later run of the batch (a re-run after cancel, a retried row) appends the row's new
+// outcome after the old one. An append skips records already written (same row, same finishedAt: a retried
+// recordResults), and a torn last line (crash mid-write) is cut off before appending, so the file stays
+// correct under activity retries and worker crashes.
 import { appendFile, mkdir, open, readFile, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { PromptResult } from '../contract/types';
+import { readJsonl } from './jsonl';
 
 export const MANIFEST_FILE = 'manifest.jsonl';
 
@@ -11,26 +14,21 @@ export function manifestPath(outDir: string): string {
   return join(outDir, MANIFEST_FILE);
 }
 
-/** Reads a manifest; skips a torn or foreign line, and keeps the first record of each row. */
-export async function readManifest(path: string): Promise<PromptResult[]> {
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw err;
-  }
+/** What makes two manifest lines the same record: the row and when that outcome was reached. */
+export function recordKey(r: Pick<PromptResult, 'rowId' | 'finishedAt'>): string {
+  return `${r.rowId}\n${r.finishedAt}`;
+}
+
+/** The final state per row: the last line of each row wins. Rows keep the order of their first line. */
+export function finalStates(records: Iterable<PromptResult>): PromptResult[] {
   const byRow = new Map<string, PromptResult>();
-  for (const line of text.split('\n')) {
-    if (!line.trim()) continue;
-    try {
-      const record = JSON.parse(line) as PromptResult;
-      if (record.rowId !== undefined && !byRow.has(record.rowId)) byRow.set(record.rowId, record);
-    } catch {
-      // a torn line from a crash mid-append; the retry wrote the record again
-    }
-  }
+  for (const record of records) if (record.rowId !== undefined) byRow.set(record.rowId, record);
   return [...byRow.values()];
+}
+
+/** Reads a manifest's final state per row (last line wins); skips a torn or foreign line. */
+export async function readManifest(path: string): Promise<PromptResult[]> {
+  return finalStates(await readJsonl<PromptResult>(path));
 }
 
 /** Cuts an unterminated last line left by a crash mid-append. */
@@ -54,8 +52,8 @@ async function repairTail(path: string): Promise<void> {
   }
 }
 
-/** Rows known to be in each manifest, valid while the file keeps the size we last saw (else re-read). */
-const recordedCache = new Map<string, { size: number; rows: Set<string> }>();
+/** Records known to be in each manifest, valid while the file keeps the size we last saw (else re-read). */
+const recordedCache = new Map<string, { size: number; records: Set<string> }>();
 
 async function fileSize(path: string): Promise<number> {
   return stat(path).then(
@@ -64,19 +62,58 @@ async function fileSize(path: string): Promise<number> {
   );
 }
 
-/** Appends the results not yet in the manifest; returns how many were written. */
+/** Appends the results not yet in the manifest (by row and finishedAt); returns how many were written. */
 export async function appendResults(outDir: string, results: PromptResult[]): Promise<number> {
   await mkdir(outDir, { recursive: true });
   const path = manifestPath(outDir);
   await repairTail(path);
   let cached = recordedCache.get(path);
   if (!cached || cached.size !== (await fileSize(path))) {
-    cached = { size: await fileSize(path), rows: new Set((await readManifest(path)).map((r) => r.rowId)) };
+    cached = {
+      size: await fileSize(path),
+      records: new Set((await readJsonl<PromptResult>(path)).map(recordKey)),
+    };
     recordedCache.set(path, cached);
   }
-  const recorded = cached.rows;
-  const fresh = results.filter((r) => !recorded.has(r.rowId) && (recorded.add(r.rowId), true));
+  const recorded = cached.records;
+  const keys = new Set<string>();
+  const fresh = results.filter((r) => {
+    const key = recordKey(r);
+    return !recorded.has(key) && !keys.has(key) && (keys.add(key), true);
+  });
+  // The cache learns the records only once they are on disk: a failed append is retried in full.
   if (fresh.length) await appendFile(path, fresh.map((r) => JSON.stringify(r)).join('\n') + '\n');
+  for (const key of keys) recorded.add(key);
   cached.size = await fileSize(path);
   return fresh.length;
+}
+
+/** A manifest's final state in figures: what `status` shows for a batch that is not running. */
+export interface ManifestSummary {
+  path: string;
+  rows: number;
+  succeeded: number;
+  failed: number;
+  /** Rows whose submits had an unknown outcome: each may have been billed more than once. */
+  unknownSubmitRows: number;
+  /** Failed rows per error code. */
+  failedByCode: Record<string, number>;
+}
+
+export async function summarizeManifest(path: string): Promise<ManifestSummary> {
+  const rows = await readManifest(path);
+  const failedByCode: Record<string, number> = {};
+  for (const r of rows) {
+    if (r.status !== 'failed') continue;
+    const code = r.errorCode ?? 'unknown';
+    failedByCode[code] = (failedByCode[code] ?? 0) + 1;
+  }
+  return {
+    path,
+    rows: rows.length,
+    succeeded: rows.filter((r) => r.status === 'succeeded').length,
+    failed: rows.filter((r) => r.status === 'failed').length,
+    unknownSubmitRows: rows.filter((r) => (r.unknownSubmits ?? 0) > 0).length,
+    failedByCode,
+  };
 }

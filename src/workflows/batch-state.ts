@@ -8,6 +8,7 @@ import type {
   BatchInput,
   BatchProgress,
   BatchResult,
+  PriorOutcome,
   PromptResult,
 } from '../contract/types';
 
@@ -42,6 +43,14 @@ export class BatchState {
   private readonly startedAt: number;
   private readonly runs: number;
   private startedThisRun = 0;
+  /** Rows an earlier run finished successfully, counted as succeeded without a prompt. */
+  skipped: number;
+  /** Rows with a submit of unknown outcome (this run's prompts, or earlier runs' for rows finished now). */
+  unknownSubmitRows: number;
+  /** In-flight rows whose earlier runs had an unknown submit outcome. */
+  private readonly priorUnknown = new Set<string>();
+  /** Why the gateway asked to wait, from the prompt that last moved the gate. */
+  private holdReasonText: string | null = null;
   /** Moves on every change; the workflow's main loop sleeps until it does. */
   tick = 0;
 
@@ -71,6 +80,8 @@ export class BatchState {
     this.counts = { ...carry.counts };
     this.startedAt = carry.startedAt;
     this.runs = carry.runs;
+    this.skipped = carry.skipped ?? 0;
+    this.unknownSubmitRows = carry.unknownSubmitRows ?? 0;
   }
 
   changed(): void {
@@ -94,7 +105,20 @@ export class BatchState {
       done: this.counts.succeeded + this.counts.failed >= this.totalRows,
       manifestPath: this.manifestPath,
       stoppedReason: this.stoppedReason,
+      skipped: this.skipped,
+      unknownSubmitRows: this.unknownSubmitRows,
+      holdUntil: this.gateUntil > now ? this.gateUntil : null,
+      holdReason: this.gateUntil > now ? this.holdReason(now) : null,
     };
+  }
+
+  /** "the gateway asked to wait until 03:10 UTC" (with the date when it is not within a day). */
+  private holdReason(now: number): string {
+    if (this.holdReasonText) return this.holdReasonText;
+    const iso = new Date(this.gateUntil).toISOString();
+    const when =
+      this.gateUntil - now > 20 * 3600_000 ? `${iso.slice(0, 10)} ${iso.slice(11, 16)}` : iso.slice(11, 16);
+    return `the gateway asked to wait until ${when} UTC (Retry-After)`;
   }
 
   /** An operator's pause: no new prompts; those in flight go on. */
@@ -134,7 +158,8 @@ export class BatchState {
   }
 
   /** A prompt's submit got 429: no new prompt starts before `untilMs`. */
-  promptRateLimited(rowId: string, untilMs: number): void {
+  promptRateLimited(rowId: string, untilMs: number, reason?: string): void {
+    if (untilMs >= this.gateUntil) this.holdReasonText = reason ?? null;
     this.gateUntil = Math.max(this.gateUntil, untilMs);
     this.rateLimited.set(rowId, untilMs);
     this.changed();
@@ -179,19 +204,29 @@ export class BatchState {
       this.stop(`${failed} of ${finishedRows} finished rows failed (--max-failure-rate ${maxFailureRate})`);
     } else if (
       maxSubmissions !== undefined &&
-      this.nextRow >= maxSubmissions &&
+      this.nextRow - this.skipped >= maxSubmissions &&
       this.nextRow < this.totalRows
     ) {
-      this.stop(`${this.nextRow} jobs submitted (--max-submissions ${maxSubmissions})`);
+      this.stop(`${this.nextRow - this.skipped} jobs submitted (--max-submissions ${maxSubmissions})`);
     }
   }
 
   /** The next row's prompt starts (the workflow starts its child right after). */
-  started(rowId: string): void {
+  started(rowId: string, prior?: PriorOutcome): void {
     this.inFlight.add(rowId);
+    if (prior?.unknownSubmits) this.priorUnknown.add(rowId);
     this.nextRow += 1;
     this.startedThisRun += 1;
     this.checkGuardRails();
+  }
+
+  /** The next row already succeeded in an earlier run: counted as succeeded, no prompt, not recorded again. */
+  skip(prior: PriorOutcome): void {
+    this.nextRow += 1;
+    this.skipped += 1;
+    this.counts.succeeded += 1;
+    if (prior.unknownSubmits) this.unknownSubmitRows += 1;
+    this.changed();
   }
 
   /** A prompt ended; the workflow records its result after this. */
@@ -199,6 +234,8 @@ export class BatchState {
     this.inFlight.delete(result.rowId);
     this.blocked.delete(result.rowId);
     this.rateLimited.delete(result.rowId);
+    if (this.priorUnknown.delete(result.rowId) || (result.unknownSubmits ?? 0) > 0)
+      this.unknownSubmitRows += 1;
     this.counts[result.status] += 1;
     this.checkGuardRails();
   }
@@ -239,6 +276,8 @@ export class BatchState {
       manifestPath: this.manifestPath,
       runs: this.runs + 1,
       stoppedReason: this.stoppedReason,
+      skipped: this.skipped,
+      unknownSubmitRows: this.unknownSubmitRows,
     };
   }
 
@@ -251,6 +290,8 @@ export class BatchState {
       manifestPath: this.manifestPath,
       notStarted: this.totalRows - this.nextRow,
       ...(this.stoppedReason ? { stoppedReason: this.stoppedReason } : {}),
+      skipped: this.skipped,
+      unknownSubmitRows: this.unknownSubmitRows,
     };
   }
 }

@@ -4,6 +4,7 @@
 // it until an operator resumes it. The rules are in batch-state.ts and result-recorder.ts; this file turns
 // them into Temporal commands.
 import {
+  ActivityFailure,
   ApplicationFailure,
   CancellationScope,
   condition,
@@ -20,7 +21,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { RETRY_POLICIES } from '../contract/failures';
+import { FailureType, PATCH_SPEND_SAFETY, RETRY_POLICIES } from '../contract/failures';
 import {
   pauseSignal,
   progressQuery,
@@ -33,10 +34,14 @@ import {
 } from '../contract/messages';
 import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
 import {
+  MAX_PAGE_BYTES,
+  MAX_RESULT_GROUP_BYTES,
   promptSpendOptions,
   rowFields,
   type BatchInput,
   type BatchResult,
+  type PageRow,
+  type PriorOutcome,
   type PromptResult,
   type PromptRow,
 } from '../contract/types';
@@ -66,6 +71,9 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
         .catch(() => undefined), // the prompt already ended: nothing to unblock
   });
   setHandlers(state);
+  // Issue 10 (spend safety): rows carry what earlier runs know, a re-run skips rows that succeeded and checks
+  // known jobs, cancel waits for every prompt, a changed CSV pauses, pages and groups are cut by size.
+  const spendSafety = patched(PATCH_SPEND_SAFETY);
   const deadlineMs = state.untilDeadline(Date.now());
   if (deadlineMs !== undefined) {
     sleep(deadlineMs, { summary: 'batch deadline: no new submissions after this' }).then(
@@ -82,12 +90,18 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
       inFlight: () => state.inFlight.size,
       onRecorded: (path) => void (state.manifestPath = path),
       changed: () => state.changed(),
+      ...(spendSafety ? { maxGroupBytes: MAX_RESULT_GROUP_BYTES } : {}),
     },
   );
 
-  const start = (row: PromptRow) => {
-    state.started(row.id);
-    startPrompt(input, row).then(finished, (err: unknown) =>
+  const start = ({ prior, ...row }: PageRow) => {
+    if (spendSafety && prior?.status === 'succeeded') {
+      // An earlier run of this batch recorded it as succeeded: counted, not submitted, not recorded again.
+      state.skip(prior);
+      return;
+    }
+    state.started(row.id, prior);
+    startPrompt(input, row, spendSafety, prior).then(finished, (err: unknown) =>
       finished({
         ...rowFields(row),
         status: 'failed',
@@ -106,19 +120,37 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   };
 
   try {
-    await runPrompts(input, state, start, (offset) =>
+    const readPage = (offset: number) =>
       readRows.executeWithOptions(
         { summary: `read rows ${offset + 1}-${Math.min(totalRows, offset + options.pageSize)}` },
-        [{ csvPath: input.csvPath, csvSha256: input.csvSha256, offset, limit: options.pageSize }],
-      ),
-    );
+        [
+          {
+            csvPath: input.csvPath,
+            csvSha256: input.csvSha256,
+            offset,
+            limit: options.pageSize,
+            ...(spendSafety
+              ? {
+                  batchId,
+                  maxBytes: MAX_PAGE_BYTES,
+                  ...(options.outDir ? { outDir: options.outDir } : {}),
+                  ...(input.priorOutDir ? { priorOutDir: input.priorOutDir } : {}),
+                }
+              : {}),
+          },
+        ],
+      );
+    await runPrompts(input, state, start, spendSafety ? pauseWhileCsvChanged(state, readPage) : readPage);
   } catch (err) {
     if (!isCancellation(err)) throw err;
     // Cancelled: keep partial results. In-flight prompts report their cancellation (with any job id),
     // and everything finished is recorded before the batch ends as cancelled.
     await CancellationScope.nonCancellable(async () => {
       setState('cancelled');
-      await condition(() => state.inFlight.size === 0, '1 minute');
+      // Every prompt records its outcome (a submit in flight finishes, so its job id is kept); runs started
+      // before the spend-safety patch waited one minute at most.
+      if (spendSafety) await condition(() => state.inFlight.size === 0);
+      else await condition(() => state.inFlight.size === 0, '1 minute');
       await condition(() => !recorder.busy);
       await recorder.recordRest('record rows finished before the cancellation');
     });
@@ -153,11 +185,52 @@ function setHandlers(state: BatchState): void {
     { validator: (n: number) => BatchState.checkConcurrency(n) },
   );
   setHandler(promptBlockedSignal, ({ rowId, reason }) => state.promptBlocked(rowId, reason));
-  setHandler(promptRateLimitedSignal, ({ rowId, untilMs }) => state.promptRateLimited(rowId, untilMs));
+  setHandler(promptRateLimitedSignal, ({ rowId, untilMs, reason }) =>
+    state.promptRateLimited(rowId, untilMs, reason),
+  );
+}
+
+/**
+ * A page read that pauses the batch while its CSV differs from the file it started from (the reason says so),
+ * and reads again once the batch is resumed. Null: nothing to read now (a guard rail stopped the batch).
+ */
+function pauseWhileCsvChanged(
+  state: BatchState,
+  readPage: (offset: number) => Promise<PageRow[]>,
+): (offset: number) => Promise<PageRow[] | null> {
+  return async (offset) => {
+    for (;;) {
+      try {
+        return await readPage(offset);
+      } catch (err) {
+        const cause = err instanceof ActivityFailure ? err.cause : undefined;
+        if (!(cause instanceof ApplicationFailure) || cause.type !== FailureType.CsvChanged) throw err;
+        state.pause(cause.message);
+        setCurrentDetails(progressMarkdown(state.progress(Date.now())));
+        await condition(() => !state.pausedReason || state.stoppedReason !== null);
+        if (state.stoppedReason) return null;
+      }
+    }
+  };
+}
+
+/** What the prompt of a row with a prior outcome needs: the job to check first, and the key generation. */
+function priorArgs(prior: PriorOutcome | undefined) {
+  if (!prior) return {};
+  // A known job is checked before paying again; a new submit then needs a key the gateway has not seen (it
+  // would replay the failed or gone job). Without a job id the same key goes again: a gateway that honours
+  // it returns the job an unknown outcome may have made.
+  if (prior.jobId) return { knownJobId: prior.jobId, keyGeneration: prior.generation + 1 };
+  return prior.generation > 0 ? { keyGeneration: prior.generation } : {};
 }
 
 /** One row's prompt workflow, a child of the batch with id `<batch-id>/<row-id>`. */
-function startPrompt(input: BatchInput, row: PromptRow) {
+function startPrompt(
+  input: BatchInput,
+  row: PromptRow,
+  spendSafety: boolean,
+  prior: PriorOutcome | undefined,
+) {
   const { batchId, options } = input;
   return executeChild(promptWorkflow, {
     workflowId: promptWorkflowId(batchId, row.id),
@@ -169,7 +242,7 @@ function startPrompt(input: BatchInput, row: PromptRow) {
         jobDeadlineMs: options.jobDeadlineMs,
         activityTimeoutMs: options.activityTimeoutMs,
         ...(options.downloadDir ? { downloadDir: options.downloadDir } : {}),
-        ...promptSpendOptions(options),
+        ...(spendSafety ? { ...priorArgs(prior), ...promptSpendOptions(options) } : {}),
       },
     ],
     typedSearchAttributes: [
@@ -188,11 +261,11 @@ function startPrompt(input: BatchInput, row: PromptRow) {
 async function runPrompts(
   input: BatchInput,
   state: BatchState,
-  start: (row: PromptRow) => void,
-  readPage: (offset: number) => Promise<PromptRow[]>,
+  start: (row: PageRow) => void,
+  readPage: (offset: number) => Promise<PageRow[] | null>,
 ): Promise<void> {
   const { totalRows } = input;
-  let buffer: PromptRow[] = [];
+  let buffer: PageRow[] = [];
   let readOffset = state.nextRow;
   const runFull = () => state.runFull(workflowInfo().continueAsNewSuggested);
   const canStart = () => state.canStart(buffer.length, runFull());
@@ -205,7 +278,9 @@ async function runPrompts(
       continue;
     }
     if (buffer.length === 0 && readOffset < totalRows && !runFull() && !state.stoppedReason) {
-      buffer = await readPage(readOffset);
+      const page = await readPage(readOffset);
+      if (page === null) continue;
+      buffer = page;
       if (buffer.length === 0)
         throw ApplicationFailure.nonRetryable(
           `${input.csvPath} has fewer rows than the ${totalRows} validated`,

@@ -31,7 +31,16 @@ export function progressMarkdown(p: BatchProgress, now: number = Date.now()): st
     `In flight: ${p.inFlight} (window ${p.concurrency}) · pending: ${p.total - p.started}`,
     `Rate: ${r.perMinute.toFixed(1)}/min · ETA: ${r.etaMs === null ? 'unknown' : formatDuration(r.etaMs)}`,
   ];
-  if (p.rateLimitedUntil && p.rateLimitedUntil > now)
+  if (p.skipped) lines.push(`Already done in an earlier run (not submitted again): ${p.skipped}`);
+  if (p.unknownSubmitRows)
+    lines.push(
+      `**Rows that may have been billed more than once** (a submit's outcome was unknown): ${p.unknownSubmitRows}`,
+    );
+  if (p.holdUntil && p.holdUntil > now)
+    lines.push(
+      `**Holding:** ${p.holdReason ?? 'the gateway asked to wait'} (${formatDuration(p.holdUntil - now)} left)`,
+    );
+  else if (p.rateLimitedUntil && p.rateLimitedUntil > now)
     lines.push(`Rate limited: new submissions held for ${formatDuration(p.rateLimitedUntil - now)}`);
   if (p.pausedReason) lines.push(`**Paused:** ${p.pausedReason} (${p.blocked} prompts waiting)`);
   return lines.join('\n\n');

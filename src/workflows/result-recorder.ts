@@ -1,7 +1,8 @@
 // Group commit of finished rows into the manifest: one recordResults activity per group of at most
 // RESULT_GROUP rows or RESULT_GROUP_MS, at once when nothing else is in flight, one group at a time. A group
 // that fails is put back in front and goes with the next. Runs started before grouping (no patch marker)
-// record after every prompt.
+// record after every prompt. With `maxGroupBytes` (spend-safety patch) a group is also cut by its JSON size,
+// so big rows never make a payload near Temporal's limit.
 import type { PromptResult } from '../contract/types';
 
 const RESULT_GROUP = 25;
@@ -19,6 +20,31 @@ export interface RecorderOptions {
   /** Called when recording ends, so the workflow's main loop looks again. */
   changed: () => void;
   now?: () => number;
+  /** Most bytes of results JSON per group (at least one result); absent: no size cut. */
+  maxGroupBytes?: number;
+}
+
+/** UTF-8 bytes of a string, as Temporal's JSON payloads carry it (workflow code: no Buffer). */
+export function utf8Length(text: string): number {
+  let bytes = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    bytes += c < 0x80 ? 1 : c < 0x800 || (c >= 0xd800 && c < 0xe000) ? 2 : 3; // a surrogate pair: 4
+  }
+  return bytes;
+}
+
+/** Takes the first results of `pending` whose JSON stays within `maxBytes` (at least one); all without it. */
+export function takeGroup(pending: PromptResult[], maxBytes: number | undefined): PromptResult[] {
+  if (maxBytes === undefined) return pending.splice(0);
+  let bytes = 2;
+  let n = 0;
+  while (n < pending.length) {
+    bytes += utf8Length(JSON.stringify(pending[n])) + 1;
+    if (bytes > maxBytes && n > 0) break;
+    n += 1;
+  }
+  return pending.splice(0, n);
 }
 
 export class ResultRecorder {
@@ -62,8 +88,7 @@ export class ResultRecorder {
   /** Records what is pending when a group is due (or `force`), unless a group is being recorded. */
   flush(force = false): void {
     if (this.recording || this.pending.length === 0 || (!force && !this.due())) return;
-    const group = this.pending;
-    this.pending = [];
+    const group = takeGroup(this.pending, this.options.maxGroupBytes);
     this.recording = true;
     this.lastFlushAt = this.now();
     this.record(group, `record ${group.length} finished rows`).then(
@@ -83,6 +108,7 @@ export class ResultRecorder {
 
   /** After a cancellation: records what is left in one last group, and waits for it. */
   async recordRest(summary: string): Promise<void> {
-    if (this.pending.length) await this.record(this.pending.splice(0), summary);
+    while (this.pending.length)
+      await this.record(takeGroup(this.pending, this.options.maxGroupBytes), summary);
   }
 }

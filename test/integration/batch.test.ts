@@ -289,7 +289,7 @@ describe('batch workflow on the real dev server and simulator', () => {
     const csv = join(env.dir, 'dl.csv');
     await writeVbenchCsv(csv, 4, 'all_dimension', 1200);
     const videos = join(env.dir, 'videos');
-    const { handle } = await startBatch(env.session, csv, {
+    const { handle, batchId } = await startBatch(env.session, csv, {
       poll: FAST_POLL,
       downloadDir: videos,
       outDir: join(env.dir, 'out'),
@@ -298,7 +298,8 @@ describe('batch workflow on the real dev server and simulator', () => {
     const manifest = await readManifest(result.manifestPath);
     expect(manifest).toHaveLength(4);
     for (const r of manifest) {
-      expect(r.file).toBe(join(videos, `${r.rowId}.mp4`));
+      // --download is a root: each batch's videos in <root>/<batchId>/
+      expect(r.file).toBe(join(videos, batchId, `${r.rowId}.mp4`));
       const bytes = await readFile(r.file!);
       expect(createHash('sha256').update(bytes).digest('hex')).toBe(r.sha256);
       expect(bytes.subarray(4, 8).toString('latin1')).toBe('ftyp');

@@ -161,7 +161,7 @@ describe('operator commands', () => {
     expect((await cli(env, ['cancel', batchId])).stdout).toContain('cancellation requested');
     await expect(handle.result()).rejects.toThrow();
     expect((await handle.describe()).status.name).toBe('CANCELLED');
-    const manifest = await readManifest(join(env.dir, 'out', 'manifest.jsonl'));
+    const manifest = await readManifest(join(env.dir, 'out', batchId, 'manifest.jsonl'));
     const cancelled = manifest.filter((r) => r.errorCode === 'cancelled');
     expect(manifest.filter((r) => r.status === 'succeeded').length).toBeGreaterThanOrEqual(2);
     expect(cancelled).toHaveLength(2);

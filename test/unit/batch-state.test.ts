@@ -161,6 +161,8 @@ describe('BatchState', () => {
       manifestPath: '/out/manifest.jsonl',
       runs: 1,
       stoppedReason: null,
+      skipped: 0,
+      unknownSubmitRows: 0,
     });
     const next = batch({ concurrency: 3 }, 10, carry).state;
     expect(next.progress(2000)).toMatchObject({
@@ -181,6 +183,8 @@ describe('BatchState', () => {
       failed: 1,
       manifestPath: '/out/manifest.jsonl',
       notStarted: 8,
+      skipped: 0,
+      unknownSubmitRows: 0,
     });
   });
 
@@ -189,5 +193,50 @@ describe('BatchState', () => {
     expect(() => BatchState.checkConcurrency(10_000)).not.toThrow();
     for (const bad of [0, -1, 1.5, 10_001, Number.NaN])
       expect(() => BatchState.checkConcurrency(bad)).toThrow('concurrency must be a whole number');
+  });
+
+  it('counts rows done in an earlier run as succeeded and skipped, and carries them', () => {
+    const { state } = batch({ maxSubmissions: 2 }, 5);
+    state.skip({ status: 'succeeded', generation: 0 });
+    state.skip({ status: 'succeeded', generation: 1, unknownSubmits: 1 });
+    state.started('c');
+    // skipped rows are not submissions: the spend cap still allows one more
+    expect(state.stoppedReason).toBeNull();
+    state.started('d');
+    expect(state.stoppedReason).toMatch(/2 jobs submitted/);
+    expect(state.progress(2000)).toMatchObject({
+      started: 4,
+      succeeded: 2,
+      skipped: 2,
+      unknownSubmitRows: 1,
+    });
+    const next = batch({}, 5, state.carry()).state;
+    expect(next.progress(2000)).toMatchObject({ skipped: 2, unknownSubmitRows: 1, succeeded: 2 });
+    expect(next.result()).toMatchObject({ skipped: 2, succeeded: 2 });
+  });
+
+  it('counts rows with unknown submit outcomes, from this run or an earlier one', () => {
+    const { state } = batch({}, 5);
+    state.started('a', { generation: 1, unknownSubmits: 1, jobId: 'vid_1' });
+    state.started('b');
+    state.started('c');
+    state.finished(result('a', 'succeeded'));
+    state.finished({ ...result('b', 'failed'), unknownSubmits: 2 });
+    state.finished(result('c', 'succeeded'));
+    expect(state.progress(2000).unknownSubmitRows).toBe(2);
+  });
+
+  it('shows a gateway hold with its end time, and the reason a prompt gave', () => {
+    const { state } = batch();
+    const until = Date.UTC(2030, 0, 1, 3, 10);
+    state.promptRateLimited('a', until);
+    expect(state.progress(until - 3600_000)).toMatchObject({
+      holdUntil: until,
+      holdReason: 'the gateway asked to wait until 03:10 UTC (Retry-After)',
+    });
+    expect(state.progress(until + 1)).toMatchObject({ holdUntil: null, holdReason: null });
+    expect(state.progress(until - 2 * 86_400_000).holdReason).toContain('2030-01-01 03:10 UTC');
+    state.promptRateLimited('b', until + 1000, 'quota exhausted; the gateway asked to wait until 03:10');
+    expect(state.progress(until).holdReason).toBe('quota exhausted; the gateway asked to wait until 03:10');
   });
 });

@@ -57,10 +57,40 @@ describe('downloadVerified', () => {
     const dir = await mkdtemp(join(tmpdir(), 'vidbatch-dl-'));
     const { url, ranges } = await serve(video);
     await writeFile(join(dir, 'b.mp4.part'), video.subarray(0, 40));
+    await writeFile(join(dir, 'b.mp4.part.json'), JSON.stringify({ url }));
     const got = await downloadVerified(url, dir, 'b.mp4');
     expect(ranges).toEqual(['bytes=40-']);
     expect(await readFile(got.file)).toEqual(video);
     expect(got.sha256).toBe(sha);
+    await expect(stat(join(dir, 'b.mp4.part.json'))).rejects.toThrow();
+  });
+
+  it('resumes a partial file only for the URL it came from', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-dl-'));
+    const { url, ranges } = await serve(video);
+    const foreign = tinyMp4('another batch').subarray(0, 40);
+    await writeFile(join(dir, 'd.mp4.part'), foreign);
+    await writeFile(join(dir, 'd.mp4.part.json'), JSON.stringify({ url: 'http://elsewhere/v.mp4' }));
+    const got = await downloadVerified(url, dir, 'd.mp4');
+    expect(ranges).toEqual([]);
+    expect(got.sha256).toBe(sha);
+    // no sidecar at all: not resumed either
+    await writeFile(join(dir, 'e.mp4.part'), video.subarray(0, 40));
+    await downloadVerified(url, dir, 'e.mp4');
+    expect(ranges).toEqual([]);
+  });
+
+  it('without a recorded hash, reuses an existing file only when it is the same video, else keeps both', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-dl-'));
+    const { url } = await serve(video);
+    await writeFile(join(dir, 'f.mp4'), video);
+    expect(await downloadVerified(url, dir, 'f.mp4')).toMatchObject({ reused: true, sha256: sha });
+    const other = tinyMp4('another video');
+    await writeFile(join(dir, 'g.mp4'), other);
+    const got = await downloadVerified(url, dir, 'g.mp4');
+    expect(got).toMatchObject({ reused: false, sha256: sha, file: join(dir, `g.${sha.slice(0, 12)}.mp4`) });
+    expect(await readFile(join(dir, 'g.mp4'))).toEqual(other);
+    expect(await readFile(got.file)).toEqual(video);
   });
 
   it('refuses expired links, wrong content types and files that are not MP4', async () => {

@@ -57,4 +57,29 @@ describe('manifest', () => {
     expect(await appendResults(dir, [result('2'), result('3')])).toBe(1);
     expect(await readManifest(manifestPath(dir))).toHaveLength(3);
   });
+
+  it("keeps a row's LAST line as its final state, and appends a later outcome of the same row", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-manifest-'));
+    const cancelled = {
+      ...result('1', 'failed'),
+      errorCode: 'cancelled',
+      finishedAt: '2030-01-01T00:00:00.000Z',
+    };
+    const later = { ...result('1'), finishedAt: '2030-01-01T01:00:00.000Z' };
+    expect(await appendResults(dir, [cancelled, result('2')])).toBe(2);
+    expect(await appendResults(dir, [later])).toBe(1);
+    // the same outcome again (a retried recordResults) is not written twice
+    expect(await appendResults(dir, [later, cancelled])).toBe(0);
+    expect((await readFile(manifestPath(dir), 'utf8')).trim().split('\n')).toHaveLength(3);
+    const final = await readManifest(manifestPath(dir));
+    expect(final.map((r) => [r.rowId, r.status, r.finishedAt])).toEqual([
+      ['1', 'succeeded', later.finishedAt],
+      ['2', 'succeeded', result('2').finishedAt],
+    ]);
+  });
+
+  it('writes each record of a group once when the group repeats a record', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-manifest-'));
+    expect(await appendResults(dir, [result('1'), result('1')])).toBe(1);
+  });
 });

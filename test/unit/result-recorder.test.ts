@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { PromptResult } from '../../src/contract/types';
-import { ResultRecorder } from '../../src/workflows/result-recorder';
+import { ResultRecorder, takeGroup, utf8Length } from '../../src/workflows/result-recorder';
 
 function result(rowId: string): PromptResult {
   return {
@@ -101,5 +101,16 @@ describe('ResultRecorder', () => {
     groups[0]!.settle(true);
     await rest;
     expect(r.idle).toBe(true);
+  });
+
+  it('cuts groups by JSON size (spend-safety), at least one result each', () => {
+    const big = (id: string) => ({ ...result(id), prompt: 'é'.repeat(100_000) }); // ~200 KB of UTF-8
+    const pending = ['a', 'b', 'c', 'd', 'e'].map(big);
+    const first = takeGroup(pending, 512 * 1024);
+    expect(first.map((r) => r.rowId)).toEqual(['a', 'b']);
+    expect(utf8Length(JSON.stringify(first))).toBeLessThanOrEqual(512 * 1024);
+    expect(takeGroup(pending, 10).map((r) => r.rowId)).toEqual(['c']);
+    expect(takeGroup(pending, undefined).map((r) => r.rowId)).toEqual(['d', 'e']);
+    expect(utf8Length('aé€😀')).toBe(Buffer.byteLength('aé€😀'));
   });
 });

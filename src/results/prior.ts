@@ -1,0 +1,121 @@
+// What earlier runs know about each row of a batch, from its output folder: the manifest's final state (last
+// line wins) and the jobs journal (every job a submit made or may have made). readRows attaches it to each row,
+// so a re-run skips rows that succeeded and checks known jobs before paying again. Folders are read
+// incrementally: a batch of 100k rows re-reads only what was appended since the last page.
+import type { PriorOutcome, PromptResult } from '../contract/types';
+import { journalPath, type JournalEntry } from './jobs-journal';
+import { JsonlTail } from './jsonl';
+import { manifestPath } from './manifest';
+
+interface RowPrior {
+  status?: PromptResult['status'];
+  url?: string;
+  jobId?: string;
+  /** Generation of `jobId`: the job of the highest generation is the row's latest. */
+  jobGeneration: number;
+  generation: number;
+  /** Unknown outcomes as the manifest's final state counts them, and as the journal does. */
+  manifestUnknown: number;
+  journalUnknown: number;
+}
+
+/** Folds manifest records and journal entries into one prior outcome per row. */
+export class PriorFold {
+  private readonly rows = new Map<string, RowPrior>();
+
+  private row(rowId: string): RowPrior {
+    let row = this.rows.get(rowId);
+    if (!row) {
+      row = { jobGeneration: -1, generation: 0, manifestUnknown: 0, journalUnknown: 0 };
+      this.rows.set(rowId, row);
+    }
+    return row;
+  }
+
+  /** A manifest line: the row's latest outcome (last line wins). */
+  record(r: PromptResult): void {
+    if (typeof r.rowId !== 'string') return;
+    const row = this.row(r.rowId);
+    const generation = r.generation ?? 0;
+    row.status = r.status;
+    row.url = r.status === 'succeeded' ? r.url : undefined;
+    row.generation = Math.max(row.generation, generation);
+    if (r.jobId && generation >= row.jobGeneration) {
+      row.jobId = r.jobId;
+      row.jobGeneration = generation;
+    }
+    row.manifestUnknown = r.unknownSubmits ?? 0;
+  }
+
+  /** A journal line: a job made (the highest generation's is the row's latest), or an unknown outcome. */
+  entry(e: JournalEntry): void {
+    if (typeof e.rowId !== 'string' || typeof e.generation !== 'number') return;
+    const row = this.row(e.rowId);
+    row.generation = Math.max(row.generation, e.generation);
+    if (e.jobId && e.generation >= row.jobGeneration) {
+      row.jobId = e.jobId;
+      row.jobGeneration = e.generation;
+    }
+    if (e.unknown) row.journalUnknown += 1;
+  }
+
+  /** What is known of a row; `withStatus` false leaves out its final state (another batch's folder). */
+  get(rowId: string, withStatus = true): PriorOutcome | undefined {
+    const row = this.rows.get(rowId);
+    if (!row) return undefined;
+    const unknownSubmits = Math.max(row.manifestUnknown, row.journalUnknown);
+    return {
+      ...(withStatus && row.status ? { status: row.status } : {}),
+      ...(row.jobId ? { jobId: row.jobId } : {}),
+      ...(withStatus && row.url ? { url: row.url } : {}),
+      generation: row.generation,
+      ...(unknownSubmits ? { unknownSubmits } : {}),
+    };
+  }
+}
+
+/** One output folder's prior outcomes, kept up to date by reading only what its files gained. */
+export class FolderPrior {
+  private fold = new PriorFold();
+  private manifest: JsonlTail<PromptResult>;
+  private journal: JsonlTail<JournalEntry>;
+
+  constructor(readonly dir: string) {
+    this.manifest = new JsonlTail(manifestPath(dir));
+    this.journal = new JsonlTail(journalPath(dir));
+  }
+
+  async refresh(): Promise<PriorFold> {
+    const m = await this.manifest.read();
+    const j = await this.journal.read();
+    if (m.reset || j.reset) {
+      // A file shrank (its torn tail was cut): fold both again from the start.
+      this.fold = new PriorFold();
+      this.manifest = new JsonlTail(manifestPath(this.dir));
+      this.journal = new JsonlTail(journalPath(this.dir));
+      return this.refresh();
+    }
+    for (const r of m.records) this.fold.record(r);
+    for (const e of j.records) this.fold.entry(e);
+    return this.fold;
+  }
+}
+
+/**
+ * A row's prior outcome from its batch's own folder and, for retry-failed, the original batch's folder: the
+ * final state comes from the own folder only (the retry records every row it takes); jobs and unknown
+ * outcomes from both, the own folder's job winning.
+ */
+export function mergePrior(own?: PriorOutcome, original?: PriorOutcome): PriorOutcome | undefined {
+  if (!original) return own;
+  if (!own) return original;
+  return {
+    ...original,
+    ...own,
+    ...(own.jobId || original.jobId ? { jobId: own.jobId ?? original.jobId } : {}),
+    generation: Math.max(own.generation, original.generation),
+    ...(own.unknownSubmits || original.unknownSubmits
+      ? { unknownSubmits: Math.max(own.unknownSubmits ?? 0, original.unknownSubmits ?? 0) }
+      : {}),
+  };
+}

@@ -1,0 +1,130 @@
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { createRowActivities, cutBySize } from '../../src/activities/rows';
+import type { PromptResult } from '../../src/contract/types';
+import { loadCsv } from '../../src/input/csv';
+import { appendJournal } from '../../src/results/jobs-journal';
+import { appendResults } from '../../src/results/manifest';
+import { FolderPrior } from '../../src/results/prior';
+
+const at = '2030-01-01T00:00:00.000Z';
+
+function result(rowId: string, rest: Partial<PromptResult>): PromptResult {
+  return {
+    rowId,
+    line: 2,
+    prompt: 'p',
+    model: 'm',
+    input: {},
+    parameters: {},
+    status: 'failed',
+    attempts: 1,
+    polls: 0,
+    finishedAt: at,
+    ...rest,
+  };
+}
+
+async function csv(rows: number, promptBytes = 10) {
+  const dir = await mkdtemp(join(tmpdir(), 'vidbatch-rows-'));
+  const path = join(dir, 'in.csv');
+  const lines = [
+    'id,prompt',
+    ...Array.from({ length: rows }, (_, i) => `r${i},${'x'.repeat(promptBytes)}${i}`),
+  ];
+  await writeFile(path, lines.join('\n') + '\n');
+  return { dir, path, sha256: (await loadCsv(path)).sha256 };
+}
+
+describe('readRows', () => {
+  it('returns plain rows for batches started before the spend-safety patch (no batchId)', async () => {
+    const f = await csv(3);
+    const activities = createRowActivities(join(f.dir, 'out'));
+    const rows = await activities.readRows({ csvPath: f.path, csvSha256: f.sha256, offset: 1, limit: 5 });
+    expect(rows.map((r) => r.id)).toEqual(['r1', 'r2']);
+    expect(rows.every((r) => !('prior' in r))).toBe(true);
+  });
+
+  it("attaches each row's prior outcome: manifest final state, journal jobs, and the original batch's jobs", async () => {
+    const f = await csv(6);
+    const out = join(f.dir, 'out', 'batch-own');
+    const original = join(f.dir, 'out', 'batch-orig');
+    await appendResults(out, [
+      result('r0', { status: 'succeeded', jobId: 'vid_0', url: 'http://x/0.mp4' }),
+      result('r1', { errorCode: 'cancelled', jobId: 'vid_1' }),
+      result('r2', { errorCode: 'cancelled' }),
+    ]);
+    // a later line for r1 wins: it succeeded after all
+    await appendResults(out, [
+      result('r1', {
+        status: 'succeeded',
+        jobId: 'vid_1',
+        url: 'http://x/1.mp4',
+        finishedAt: '2030-01-02T00:00:00.000Z',
+      }),
+    ]);
+    await appendJournal(out, { rowId: 'r2', unknown: true, generation: 0, at });
+    await appendJournal(out, { rowId: 'r3', jobId: 'vid_3a', generation: 0, at });
+    await appendJournal(out, { rowId: 'r3', jobId: 'vid_3b', generation: 1, at });
+    await appendResults(original, [
+      result('r4', { status: 'succeeded', jobId: 'vid_4', url: 'http://x/4.mp4' }),
+    ]);
+    const activities = createRowActivities(join(f.dir, 'out'));
+    const rows = await activities.readRows({
+      csvPath: f.path,
+      csvSha256: f.sha256,
+      offset: 0,
+      limit: 10,
+      batchId: 'batch-own',
+      priorOutDir: original,
+    });
+    const prior = Object.fromEntries(rows.map((r) => [r.id, r.prior]));
+    expect(prior).toEqual({
+      r0: { status: 'succeeded', jobId: 'vid_0', url: 'http://x/0.mp4', generation: 0 },
+      r1: { status: 'succeeded', jobId: 'vid_1', url: 'http://x/1.mp4', generation: 0 },
+      r2: { status: 'failed', generation: 0, unknownSubmits: 1 },
+      r3: { jobId: 'vid_3b', generation: 1 },
+      // another batch's final state is not this batch's: only its job is known
+      r4: { jobId: 'vid_4', generation: 0 },
+      r5: undefined,
+    });
+  });
+
+  it('sees what the folder gained since the last page', async () => {
+    const f = await csv(2);
+    const out = join(f.dir, 'out', 'b');
+    const prior = new FolderPrior(out);
+    expect((await prior.refresh()).get('r0')).toBeUndefined();
+    await appendJournal(out, { rowId: 'r0', jobId: 'vid_0', generation: 0, at });
+    expect((await prior.refresh()).get('r0')).toEqual({ jobId: 'vid_0', generation: 0 });
+    await appendResults(out, [result('r0', { status: 'succeeded', jobId: 'vid_0', url: 'u' })]);
+    expect((await prior.refresh()).get('r0')).toMatchObject({ status: 'succeeded', url: 'u' });
+  });
+
+  it('cuts a page by size as well as by count, keeping at least one row', async () => {
+    const f = await csv(40, 19_000); // ~38 KB of JSON per row (prompt and input.prompt)
+    const activities = createRowActivities(join(f.dir, 'out'));
+    const base = { csvPath: f.path, csvSha256: f.sha256, limit: 100, batchId: 'b' };
+    const page = await activities.readRows({ ...base, offset: 0, maxBytes: 512 * 1024 });
+    expect(page.length).toBeGreaterThan(1);
+    expect(page.length).toBeLessThan(40);
+    expect(Buffer.byteLength(JSON.stringify(page))).toBeLessThanOrEqual(512 * 1024);
+    expect(cutBySize([{ big: 'x'.repeat(1000) }], 10)).toHaveLength(1);
+    expect(cutBySize([1, 2, 3], 1000)).toHaveLength(3);
+  });
+
+  it('refuses a CSV edited or removed since the batch started, even after pages were served', async () => {
+    const f = await csv(3);
+    const activities = createRowActivities(join(f.dir, 'out'));
+    const input = { csvPath: f.path, csvSha256: f.sha256, offset: 0, limit: 1, batchId: 'b' };
+    await activities.readRows(input);
+    await writeFile(f.path, 'id,prompt\nr0,edited\n');
+    const err = (await activities.readRows({ ...input, offset: 1 }).catch((e: unknown) => e)) as Error & {
+      type?: string;
+    };
+    expect(err.type).toBe('CsvChanged');
+    expect(err.message).toContain(`${f.path} changed since the batch started`);
+  });
+});
