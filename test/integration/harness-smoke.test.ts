@@ -43,7 +43,7 @@ describe('benchmark and chaos harnesses (smoke)', () => {
       cwd: ROOT,
       timeout: 150_000,
     });
-    expect(stdout.match(/^ok /gm)).toHaveLength(5);
+    expect(stdout.match(/^ok /gm)).toHaveLength(7); // the hostile default: idempotency off, 3 spend checks
     expect(stdout).not.toMatch(/^FAIL/m);
     expect(stdout).toContain('SIGKILL worker #1');
   }, 180_000);

@@ -115,7 +115,7 @@ describe('operator commands', () => {
 
     const results = await cli(env, ['results', batchId]);
     expect(results.stdout).toContain('7 succeeded, 1 failed');
-    const outDir = join(env.dir, 'out', 'ops');
+    const outDir = join(env.dir, 'out', 'ops', batchId);
     const failedCsv = parseCsv(await readFile(join(outDir, 'failed.csv')), 'failed.csv');
     expect(failedCsv.problems).toEqual([]);
     expect(failedCsv.rows).toMatchObject([
