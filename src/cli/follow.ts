@@ -2,7 +2,9 @@
 // share (the session they need, --detach rules, progress, Ctrl-C, the summary and the exit code).
 import type { PathRoots } from '../activities/paths';
 import { CancelledFailure, WorkflowFailedError } from '@temporalio/client';
+import { pollsHeldUntil } from '../client/batch-status';
 import { followBatch, type StartedBatch } from '../client/batches';
+import type { BatchProgress } from '../contract/types';
 import { openSession, type Session } from '../client/session';
 import type { SimulatorOptions } from '../simulator/server';
 import { ConfigError } from '../errors';
@@ -68,6 +70,18 @@ export async function followInTerminal(session: Session, f: FollowInTerminal): P
       return;
     }
     console.error(f.startedLine(started));
+    // Holds the batch is not told of (status checks held by a Retry-After): looked up every 10 s at most.
+    let pollHold: { checkedAt: number; until?: number } = { checkedAt: 0 };
+    const withPollHold = (p: BatchProgress): BatchProgress => {
+      if (p.holdUntil || p.inFlight === 0) return p;
+      if (Date.now() - pollHold.checkedAt > 10_000) {
+        pollHold = { ...pollHold, checkedAt: Date.now() };
+        void pollsHeldUntil(session.client, started.batchId)
+          .then((until) => (pollHold = { ...pollHold, until }))
+          .catch(() => undefined);
+      }
+      return pollHold.until && pollHold.until > Date.now() ? { ...p, holdUntil: pollHold.until } : p;
+    };
     if (session.uiUrl)
       console.error(
         `Temporal Web UI: ${session.uiUrl}/namespaces/${session.namespace}/workflows/${started.batchId}`,
@@ -75,7 +89,9 @@ export async function followInTerminal(session: Session, f: FollowInTerminal): P
     const followed = await (
       f.detach
         ? Promise.resolve({ result: undefined })
-        : followBatch(started.handle, (p) => view.update(p), abort.signal).then((result) => ({ result }))
+        : followBatch(started.handle, (p) => view.update(withPollHold(p)), abort.signal).then((result) => ({
+            result,
+          }))
     ).catch((err: unknown) => {
       // Cancelled from another shell (`vidbatch cancel`): told plainly, not as a stack of Temporal errors.
       if (!(err instanceof WorkflowFailedError && err.cause instanceof CancelledFailure)) throw err;
