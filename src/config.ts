@@ -5,7 +5,7 @@ import { resolve } from 'node:path';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import type { PathRoots } from './activities/paths';
 import { ConfigError } from './errors';
-import { DEFAULT_TASK_QUEUE, type BatchOptions } from './contract/types';
+import { DEFAULT_TASK_QUEUE } from './contract/types';
 
 export interface GatewaySettings {
   baseUrl: string;
@@ -67,38 +67,6 @@ export function loadGatewaySettings(env: NodeJS.ProcessEnv = process.env): Gatew
 }
 
 export const DEFAULT_GATEWAY_SUBMIT_TIMEOUT_MS = 120_000;
-
-/**
- * Spend-safety defaults of a batch from the environment (the CLI's --on-unknown-submit and
- * --max-unknown-resends override them): VIDBATCH_ON_UNKNOWN_SUBMIT (resend|fail),
- * VIDBATCH_MAX_UNKNOWN_RESENDS (whole number >= 0), VIDBATCH_SUBMIT_TIMEOUT_MS (submit attempt, ms).
- */
-export function loadSpendSafetyOptions(
-  env: NodeJS.ProcessEnv = process.env,
-): Pick<BatchOptions, 'onUnknownSubmit' | 'maxUnknownResends' | 'submitTimeoutMs'> {
-  const out: Pick<BatchOptions, 'onUnknownSubmit' | 'maxUnknownResends' | 'submitTimeoutMs'> = {};
-  const policy = env.VIDBATCH_ON_UNKNOWN_SUBMIT?.trim();
-  if (policy) {
-    if (policy !== 'resend' && policy !== 'fail')
-      throw new ConfigError(`VIDBATCH_ON_UNKNOWN_SUBMIT must be "resend" or "fail", got "${policy}"`);
-    out.onUnknownSubmit = policy;
-  }
-  const resends = env.VIDBATCH_MAX_UNKNOWN_RESENDS?.trim();
-  if (resends) {
-    const n = Number(resends);
-    if (!Number.isInteger(n) || n < 0)
-      throw new ConfigError('VIDBATCH_MAX_UNKNOWN_RESENDS must be a whole number >= 0');
-    out.maxUnknownResends = n;
-  }
-  const submitTimeout = env.VIDBATCH_SUBMIT_TIMEOUT_MS?.trim();
-  if (submitTimeout) {
-    const n = Number(submitTimeout);
-    if (!Number.isFinite(n) || n <= 0)
-      throw new ConfigError('VIDBATCH_SUBMIT_TIMEOUT_MS must be a positive number');
-    out.submitTimeoutMs = n;
-  }
-  return out;
-}
 
 export interface TemporalSettings {
   /** undefined: no TEMPORAL_ADDRESS, so vidbatch runs its embedded dev server. */

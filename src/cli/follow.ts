@@ -2,14 +2,14 @@
 // share (the session they need, --detach rules, progress, Ctrl-C, the summary and the exit code).
 import type { PathRoots } from '../activities/paths';
 import { CancelledFailure, WorkflowFailedError } from '@temporalio/client';
-import type { StartBatchOptions, StartedBatch } from '../client/batches';
+import { pollsHeldUntil } from '../client/batch-status';
+import { followBatch, type StartedBatch } from '../client/batches';
+import type { BatchProgress } from '../contract/types';
 import { openSession, type Session } from '../client/session';
 import type { SimulatorOptions } from '../simulator/server';
 import { ConfigError } from '../errors';
-import type { ParsedCsv } from '../input/csv';
-import { startAndFollow } from '../starter';
 import { createProgressView } from './progress-view';
-import { EXIT, fail, summaryLine } from './support';
+import { EXIT, fail, spendSafetyLines, summaryLine } from './support';
 
 /**
  * The session of a command that starts a batch. Following: a worker runs here unless TEMPORAL_ADDRESS points
@@ -47,9 +47,10 @@ export async function openBatchSession(o: {
 }
 
 export interface FollowInTerminal {
-  csvPath: string;
-  options: StartBatchOptions;
-  parsed?: ParsedCsv;
+  /** Starts the batch or attaches to it (`run`: startBatch; `retry-failed`: retryFailed); undefined: nothing to start. */
+  start(): Promise<StartedBatch | undefined>;
+  /** Printed when `start` found nothing to start. */
+  nothingToDo?: string;
   detach: boolean;
   json?: boolean;
   /** The first line: "Started batch ..." / "Attached to batch ...". */
@@ -63,31 +64,45 @@ export async function followInTerminal(session: Session, f: FollowInTerminal): P
   process.once('SIGINT', onSigint);
   const view = createProgressView();
   try {
-    let startedId = '';
-    const followed = await startAndFollow(session, f.csvPath, f.options, {
-      ...(f.parsed ? { parsed: f.parsed } : {}),
-      detach: f.detach,
-      signal: abort.signal,
-      onProgress: (p) => view.update(p),
-      onStarted: (started) => {
-        startedId = started.batchId;
-        console.error(f.startedLine(started));
-        if (session.uiUrl)
-          console.error(
-            `Temporal Web UI: ${session.uiUrl}/namespaces/${session.namespace}/workflows/${started.batchId}`,
-          );
-      },
-    }).catch((err: unknown) => {
+    const started = await f.start();
+    if (!started) {
+      console.log(f.nothingToDo ?? 'Nothing to start.');
+      return;
+    }
+    console.error(f.startedLine(started));
+    // Holds the batch is not told of (status checks held by a Retry-After): looked up every 10 s at most.
+    let pollHold: { checkedAt: number; until?: number } = { checkedAt: 0 };
+    const withPollHold = (p: BatchProgress): BatchProgress => {
+      if (p.holdUntil || p.inFlight === 0) return p;
+      if (Date.now() - pollHold.checkedAt > 10_000) {
+        pollHold = { ...pollHold, checkedAt: Date.now() };
+        void pollsHeldUntil(session.client, started.batchId)
+          .then((until) => (pollHold = { ...pollHold, until }))
+          .catch(() => undefined);
+      }
+      return pollHold.until && pollHold.until > Date.now() ? { ...p, holdUntil: pollHold.until } : p;
+    };
+    if (session.uiUrl)
+      console.error(
+        `Temporal Web UI: ${session.uiUrl}/namespaces/${session.namespace}/workflows/${started.batchId}`,
+      );
+    const followed = await (
+      f.detach
+        ? Promise.resolve({ result: undefined })
+        : followBatch(started.handle, (p) => view.update(withPollHold(p)), abort.signal).then((result) => ({
+            result,
+          }))
+    ).catch((err: unknown) => {
       // Cancelled from another shell (`vidbatch cancel`): told plainly, not as a stack of Temporal errors.
       if (!(err instanceof WorkflowFailedError && err.cause instanceof CancelledFailure)) throw err;
       console.error(
-        `\n${startedId} was cancelled. Finished rows are in its manifest; rows in flight are recorded as failed with code \`cancelled\`.`,
+        `\n${started.batchId} was cancelled. Finished rows are in its manifest; rows in flight are recorded as failed with code \`cancelled\` and their job id. Running the same CSV again continues it: finished rows are skipped and known jobs are checked, not paid again.`,
       );
       process.exitCode = EXIT.rowsFailed;
       return undefined;
     });
     if (!followed) return;
-    const { started, result } = followed;
+    const { result } = followed;
     const { batchId } = started;
     if (f.detach) {
       console.error(
@@ -106,6 +121,7 @@ export async function followInTerminal(session: Session, f: FollowInTerminal): P
     if (f.json) console.log(JSON.stringify(result, null, 2));
     else {
       console.log(`${batchId}: ${summaryLine(result, true)}`);
+      for (const line of spendSafetyLines(result)) console.log(line);
       if (result.stoppedReason)
         console.log(`Stopped early: ${result.stoppedReason}; ${result.notStarted} rows not submitted.`);
     }

@@ -14,11 +14,21 @@ export function progressLine(p: BatchProgress, now = Date.now()): string {
     `${r.perMinute.toFixed(1)}/min`,
     `ETA ${r.etaMs === null ? '?' : formatDuration(r.etaMs)}`,
   ];
+  if (p.skipped) parts.push(`${p.skipped} done earlier`);
+  if (p.unknownSubmitRows) parts.push(`${p.unknownSubmitRows} may be billed twice`);
   // The workflow's clock in a query is its last task's time: compare with ours.
-  if (p.rateLimitedUntil && p.rateLimitedUntil > now)
+  if (p.holdUntil && p.holdUntil > now)
+    parts.push(`HOLD: ${holdText(p.holdUntil, p.holdReason)} (${formatDuration(p.holdUntil - now)} left)`);
+  else if (p.rateLimitedUntil && p.rateLimitedUntil > now)
     parts.push(`rate limited ${formatDuration(p.rateLimitedUntil - now)}`);
   if (p.pausedReason) parts.push(`PAUSED: ${p.pausedReason}`);
   return parts.join(' · ');
+}
+
+/** "gateway asked to wait until 03:10 UTC": the batch's own reason when it gave one. */
+function holdText(until: number, reason: string | null): string {
+  if (reason) return reason.replace(/^the gateway/, 'gateway');
+  return `gateway asked to wait until ${new Date(until).toISOString().slice(11, 16)} UTC`;
 }
 
 export interface ProgressView {

@@ -79,3 +79,22 @@ export function summaryLine(
   const counts = `${result.succeeded} succeeded, ${result.failed} failed of ${result.total}`;
   return withManifest ? `${counts}. Manifest: ${result.manifestPath}` : counts;
 }
+
+/**
+ * What a user must know about spend after a batch (or while it runs): rows that may have been billed more than
+ * once (a submit with an unknown outcome), rows an earlier run had already finished (not submitted again).
+ */
+export function spendSafetyLines(figures: { unknownSubmitRows?: number; skipped?: number }): string[] {
+  const lines: string[] = [];
+  const unknown = figures.unknownSubmitRows ?? 0;
+  if (unknown > 0)
+    lines.push(
+      `${unknown} ${unknown === 1 ? 'row' : 'rows'} had a submit with an unknown outcome and may have been billed more than once; see unknownSubmits in the manifest`,
+    );
+  const skipped = figures.skipped ?? 0;
+  if (skipped > 0)
+    lines.push(
+      `${skipped} ${skipped === 1 ? 'row was' : 'rows were'} skipped: an earlier run of this batch already finished ${skipped === 1 ? 'it' : 'them'} (not submitted again)`,
+    );
+  return lines;
+}

@@ -2,6 +2,7 @@
 // (a query, which needs a worker) when it runs, and Temporal visibility for the rest.
 import { join, resolve } from 'node:path';
 import type { Client } from '@temporalio/client';
+import { FailureType } from '../contract/failures';
 import type { BatchProgress, BatchResult } from '../contract/types';
 import { manifestPath as manifestIn, summarizeManifest, type ManifestSummary } from '../results/manifest';
 import { batchHandle, getProgress } from './batches';
@@ -52,6 +53,10 @@ export async function batchStatus(client: Client, batchId: string, outRoot = 'ou
     promptStates: await promptStateCounts(client, batchId),
   };
   if (description.status.name === 'RUNNING') status.progress = await getProgress(handle);
+  if (status.progress && !status.progress.holdUntil) {
+    const held = await pollsHeldUntil(client, batchId).catch(() => undefined);
+    if (held) Object.assign(status.progress, { holdUntil: held, holdReason: null });
+  }
   if (description.status.name === 'COMPLETED') status.result = await handle.result();
   const manifest = await findManifest(client, batchId, outRoot).catch(() => undefined);
   if (manifest) {
@@ -59,6 +64,30 @@ export async function batchStatus(client: Client, batchId: string, outRoot = 'ou
     if (final?.rows) status.final = final;
   }
   return status;
+}
+
+/**
+ * When the gateway holds status checks with a Retry-After (a quota may reset hours later), the prompts' poll
+ * activities wait in their retries and the batch itself is not told (it learns of holds from submits, and a
+ * full window submits nothing). The worker's pacer then holds every other call, so one pending activity shows
+ * it: a last failure of type RateLimited, its next attempt at the end of the hold. Looks through up to `max`
+ * running prompts; that time, or undefined.
+ */
+export async function pollsHeldUntil(client: Client, batchId: string, max = 50): Promise<number | undefined> {
+  let seen = 0;
+  for await (const wf of client.workflow.list({
+    query: `BatchId = '${batchId}' AND WorkflowType = 'promptWorkflow' AND ExecutionStatus = 'Running'`,
+  })) {
+    const { raw } = await client.workflow.getHandle(wf.workflowId, wf.runId).describe();
+    for (const activity of raw.pendingActivities ?? []) {
+      if (activity.lastFailure?.applicationFailureInfo?.type !== FailureType.RateLimited) continue;
+      const ts = activity.nextAttemptScheduleTime;
+      const next = ts ? Number(ts.seconds ?? 0) * 1000 + Math.floor((ts.nanos ?? 0) / 1e6) : 0;
+      if (next > Date.now()) return next;
+    }
+    if (++seen >= max) break;
+  }
+  return undefined;
 }
 
 export interface BatchSummary {

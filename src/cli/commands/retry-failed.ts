@@ -1,46 +1,62 @@
-// `vidbatch retry-failed`: a new batch from the failed rows of one, started and followed like `run` (a worker
-// runs here unless TEMPORAL_ADDRESS is set; --detach needs a server that outlives the command).
-import { dirname } from 'node:path';
+// `vidbatch retry-failed`: a new batch from the failed rows of one (the library's retryFailed: each row first
+// checks the job the original batch made for it), started and followed like `run` (a worker runs here unless
+// TEMPORAL_ADDRESS is set; --detach needs a server that outlives the command).
 import { type Command, Option } from 'commander';
-import { findManifest } from '../../client/batch-status';
-import { resolveBatchId } from '../../client/batches';
-import { failedRowsCsv } from '../../results/export';
+import { resolveBatchId, retryFailed } from '../../client/batches';
+import { addScheduleFlags, addSpendSafetyFlags, scheduleAndSpendOptions } from '../batch-flags';
 import { followInTerminal, openBatchSession } from '../follow';
 import { batchArg } from '../support';
 
 export function registerRetryFailedCommand(program: Command): void {
-  program
+  const command = program
     .command('retry-failed')
     .description(
-      'Start a new batch from the failed rows of a batch (optionally only one error code), linked to it, and follow it like `run` (same progress, summary and exit codes).',
+      'Start a new batch from the failed rows of a batch (optionally only one error code), linked to it, and follow it like `run` (same progress, summary and exit codes). A row whose original job may still finish has that job checked first, not paid again; `--code submit_unknown` re-sends rows whose submit had an unknown outcome, deliberately.',
     )
     .argument(...batchArg)
-    .option('--code <errorCode>', 'only rows that failed with this code, e.g. deadline_exceeded')
-    .addOption(
-      new Option('--out-root <dir>', 'root of the output folders').env('VIDBATCH_OUT_ROOT').default('out'),
+    .option(
+      '--code <errorCode>',
+      'only rows that failed with this code, e.g. deadline_exceeded or submit_unknown',
     )
+    .addOption(
+      new Option(
+        '--out-root <dir>',
+        'root of the output folders: the original batch is read from <dir>/<batch-id>/, the new one writes <dir>/<new-batch-id>/',
+      )
+        .env('VIDBATCH_OUT_ROOT')
+        .default('out'),
+    );
+  addScheduleFlags(command);
+  addSpendSafetyFlags(command);
+  command
     .option(
       '--detach',
       'start the new batch and exit; needs TEMPORAL_ADDRESS or a running `vidbatch server`, and workers',
     )
     .option('--json', 'print the final result as JSON')
-    .action(async (ref: string, o: { code?: string; outRoot: string; detach?: boolean; json?: boolean }) => {
+    .action(async (ref: string, o: Record<string, unknown>) => {
       const batchId = await resolveBatchId(ref);
+      const code = o.code as string | undefined;
+      const outRoot = o.outRoot as string;
       const session = await openBatchSession({ simulate: false, detach: !!o.detach });
       try {
-        const manifest = await findManifest(session.client, batchId, o.outRoot);
-        const csv = await failedRowsCsv(manifest, dirname(manifest), batchId, o.code);
-        if (csv.rows === 0) {
-          console.log(`${batchId}: no failed rows${o.code ? ` with code ${o.code}` : ''}; nothing to retry`);
-          return;
-        }
+        let rows = 0;
+        let csvPath = '';
         await followInTerminal(session, {
-          csvPath: csv.path,
-          options: { retryOf: batchId },
+          start: async () => {
+            const started = await retryFailed(session, batchId, {
+              ...scheduleAndSpendOptions(o),
+              ...(code ? { code } : {}),
+              outRoot,
+            });
+            if (started) ({ rows, csvPath } = started);
+            return started;
+          },
+          nothingToDo: `${batchId}: no failed rows${code ? ` with code ${code}` : ''}; nothing to retry`,
           detach: !!o.detach,
           json: !!o.json,
           startedLine: ({ attached, batchId: retryId }) =>
-            `${attached ? 'Attached to' : 'Started'} ${retryId}: ${csv.rows} failed rows of ${batchId} (${csv.path})`,
+            `${attached ? 'Attached to' : 'Started'} ${retryId}: ${rows} failed rows of ${batchId} (${csvPath})`,
         });
       } finally {
         await session.close();

@@ -2,17 +2,18 @@
 // batch and show its progress until it ends.
 import { type Command, Option } from 'commander';
 import { dirname, resolve } from 'node:path';
-import { batchIdFor, type StartBatchOptions } from '../../client/batches';
+import { batchIdFor, startBatch, type StartBatchOptions } from '../../client/batches';
 import { SIMULATED_JOB_SECONDS } from '../../client/session';
 import { DEFAULT_BATCH_OPTIONS } from '../../contract/types';
 import { CsvValidationError } from '../../errors';
 import { loadCsv } from '../../input/csv';
 import { plan } from '../../input/plan';
 import { followInTerminal, openBatchSession } from '../follow';
+import { addScheduleFlags, addSpendSafetyFlags, scheduleAndSpendOptions } from '../batch-flags';
 import { fail, fraction, nonNegative, seconds, wholeNumber } from '../support';
 
 export function registerRunCommand(program: Command): void {
-  program
+  const command = program
     .command('run')
     .description(
       'Run a batch from a CSV and show its progress until it is done. Running the same file again attaches to the same batch; Ctrl-C leaves it durable. Without TEMPORAL_ADDRESS it uses the `vidbatch server` running here or starts an embedded one, and runs a worker in this process.',
@@ -30,39 +31,10 @@ export function registerRunCommand(program: Command): void {
     )
     .addOption(
       new Option('--sim-rate-limit <rps>', 'with --simulate: requests/second limit').argParser(nonNegative),
-    )
-    .addOption(
-      new Option(
-        '--concurrency <n>',
-        'most jobs in flight (submitted, not finished) at once; how fast requests go is up to the worker',
-      )
-        .env('VIDBATCH_CONCURRENCY')
-        .argParser(nonNegative)
-        .default(DEFAULT_BATCH_OPTIONS.concurrency),
-    )
-    .addOption(
-      new Option('--first-poll <s>', 'first status check this long after submission')
-        .env('VIDBATCH_FIRST_POLL')
-        .argParser(seconds),
-    )
-    .addOption(
-      new Option('--poll-interval <s>', 'then check every ... seconds')
-        .env('VIDBATCH_POLL_INTERVAL')
-        .argParser(seconds),
-    )
-    .addOption(new Option('--poll-backoff <x>', 'growing by this factor').argParser(nonNegative))
-    .addOption(new Option('--poll-cap <s>', 'up to this interval').argParser(seconds))
-    .addOption(new Option('--poll-jitter <f>', '± this fraction of jitter').argParser(nonNegative))
-    .option(
-      '--no-adaptive-poll',
-      'keep to the schedule above; by default it holds only until the worker has learned how long jobs take',
-    )
-    .addOption(
-      new Option('--job-deadline <s>', 'fail a job not finished this long after submission')
-        .env('VIDBATCH_JOB_DEADLINE')
-        .argParser(seconds)
-        .default(DEFAULT_BATCH_OPTIONS.jobDeadlineMs, '3600'),
-    )
+    );
+  addScheduleFlags(command);
+  addSpendSafetyFlags(command);
+  command
     .addOption(
       new Option('--activity-timeout <s>', 'timeout of one gateway call activity')
         .argParser(seconds)
@@ -78,11 +50,16 @@ export function registerRunCommand(program: Command): void {
         .argParser(nonNegative)
         .default(DEFAULT_BATCH_OPTIONS.promptsPerRun),
     )
-    .addOption(new Option('--out <dir>', 'output folder (default out/<batch-id>)').env('VIDBATCH_OUT_DIR'))
+    .addOption(
+      new Option(
+        '--out <dir>',
+        "root of the output folders: this batch writes its manifest and jobs journal in <dir>/<batch-id>/ (default: the worker's root, `out`); re-run with the same root to continue a batch",
+      ).env('VIDBATCH_OUT_DIR'),
+    )
     .addOption(
       new Option(
         '--download <dir>',
-        'download each video into this folder as soon as its job completes, verified (sha256 in the manifest)',
+        'root of the download folders: each video goes to <dir>/<batch-id>/<row-id>.mp4 as soon as its job completes, verified (sha256 in the manifest)',
       ).env('VIDBATCH_DOWNLOAD_DIR'),
     )
     .addOption(
@@ -150,9 +127,7 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
   const session = await openBatchSession({ simulate, detach: !!o.detach, allow });
   try {
     await followInTerminal(session, {
-      csvPath,
-      options: batchOptionsFrom(o),
-      parsed,
+      start: () => startBatch(session, csvPath, batchOptionsFrom(o), parsed),
       detach: !!o.detach,
       json: !!o.json,
       startedLine: ({ batchId, attached }) =>
@@ -165,16 +140,8 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
 
 /** The batch options the flags set; unset flags leave the defaults. */
 function batchOptionsFrom(o: Record<string, unknown>): StartBatchOptions {
-  const poll: StartBatchOptions['poll'] = {};
-  if (o.firstPoll !== undefined) poll.firstPollMs = o.firstPoll as number;
-  if (o.pollInterval !== undefined) poll.intervalMs = o.pollInterval as number;
-  if (o.pollBackoff !== undefined) poll.backoff = o.pollBackoff as number;
-  if (o.pollCap !== undefined) poll.capMs = o.pollCap as number;
-  if (o.pollJitter !== undefined) poll.jitter = o.pollJitter as number;
-  if (o.adaptivePoll === false) poll.adaptive = false;
   return {
-    concurrency: o.concurrency as number,
-    jobDeadlineMs: o.jobDeadline as number,
+    ...scheduleAndSpendOptions(o),
     activityTimeoutMs: o.activityTimeout as number,
     pageSize: o.pageSize as number,
     promptsPerRun: o.promptsPerRun as number,
@@ -184,6 +151,5 @@ function batchOptionsFrom(o: Record<string, unknown>): StartBatchOptions {
     maxFailureRate: o.maxFailureRate as number | undefined,
     maxSubmissions: o.maxSubmissions as number | undefined,
     ...(o.batchDeadline !== undefined ? { deadlineAt: Date.now() + (o.batchDeadline as number) } : {}),
-    poll,
   };
 }

@@ -4,12 +4,14 @@ import { batchStatus, type BatchStatus } from '../../client/batch-status';
 import { resolveBatchId } from '../../client/batches';
 import { historyStats } from '../../client/history-stats';
 import { progressLine } from '../progress-view';
-import { batchArg, EXIT, summaryLine, withSession } from '../support';
+import { batchArg, EXIT, spendSafetyLines, summaryLine, withSession } from '../support';
 
 export function registerStatusCommand(program: Command): void {
   program
     .command('status')
-    .description('Where a batch stands: counts, throughput, ETA, rate limiting, pause reason.')
+    .description(
+      'Where a batch stands: counts, throughput, ETA, rate limiting and gateway holds, pause reason, rows that may have been billed more than once, rows skipped because an earlier run finished them.',
+    )
     .argument(...batchArg)
     .option('--history', 'also count history events of the batch and its prompts (one fetch per workflow)')
     .option('--json', 'print as JSON')
@@ -42,6 +44,9 @@ function printStatus(s: BatchStatus): void {
   );
   if (s.progress) console.log(progressLine(s.progress));
   else if (s.result) console.log(summaryLine(s.result, true));
+  else if (s.final)
+    console.log(`manifest (final state per row): ${summaryLine({ ...s.final, total: s.final.rows }, false)}`);
+  for (const line of spendSafetyLines(s.progress ?? s.result ?? s.final ?? {})) console.log(line);
   const states = Object.entries(s.promptStates)
     .filter(([, n]) => n > 0)
     .map(([state, n]) => `${state} ${n}`);

@@ -1,0 +1,106 @@
+// Batch-option flags that `run` and `retry-failed` share (spend safety, polling, window, job deadline), and the
+// StartBatchOptions they make. Each flag's help names its environment variable (commander's `.env()`).
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import type { StartBatchOptions } from '../client/batches';
+import {
+  DEFAULT_BATCH_OPTIONS,
+  DEFAULT_MAX_UNKNOWN_RESENDS,
+  DEFAULT_ON_UNKNOWN_SUBMIT,
+  DEFAULT_SUBMIT_TIMEOUT_MS,
+} from '../contract/types';
+import { nonNegative, seconds, wholeNumber } from './support';
+
+/** Seconds > 0 (a timeout of 0 would mean none at all). */
+function positiveSeconds(value: string): number {
+  const ms = seconds(value);
+  if (ms <= 0) throw new InvalidArgumentError('not a number of seconds > 0');
+  return ms;
+}
+
+/** `--concurrency`, the poll schedule and `--job-deadline`. */
+export function addScheduleFlags(command: Command): Command {
+  return command
+    .addOption(
+      new Option(
+        '--concurrency <n>',
+        'most jobs in flight (submitted, not finished) at once; how fast requests go is up to the worker',
+      )
+        .env('VIDBATCH_CONCURRENCY')
+        .argParser(nonNegative)
+        .default(DEFAULT_BATCH_OPTIONS.concurrency),
+    )
+    .addOption(
+      new Option('--first-poll <s>', 'first status check this long after submission')
+        .env('VIDBATCH_FIRST_POLL')
+        .argParser(seconds),
+    )
+    .addOption(
+      new Option('--poll-interval <s>', 'then check every ... seconds')
+        .env('VIDBATCH_POLL_INTERVAL')
+        .argParser(seconds),
+    )
+    .addOption(new Option('--poll-backoff <x>', 'growing by this factor').argParser(nonNegative))
+    .addOption(new Option('--poll-cap <s>', 'up to this interval').argParser(seconds))
+    .addOption(new Option('--poll-jitter <f>', '± this fraction of jitter').argParser(nonNegative))
+    .option(
+      '--no-adaptive-poll',
+      'keep to the schedule above; by default it holds only until the worker has learned how long jobs take',
+    )
+    .addOption(
+      new Option(
+        '--job-deadline <s>',
+        'fail a job not finished this long after submission (time held back by Retry-After or a pause does not count)',
+      )
+        .env('VIDBATCH_JOB_DEADLINE')
+        .argParser(seconds)
+        .default(DEFAULT_BATCH_OPTIONS.jobDeadlineMs, '3600'),
+    );
+}
+
+/** What a row does after a submit whose outcome is unknown (README "Spend safety"). */
+export function addSpendSafetyFlags(command: Command): Command {
+  return command
+    .addOption(
+      new Option(
+        '--on-unknown-submit <policy>',
+        `after a submit whose outcome is unknown (timeout, reset, 5xx: a job may exist and be billed): resend with the same Idempotency-Key, or fail the row with code submit_unknown (default ${DEFAULT_ON_UNKNOWN_SUBMIT})`,
+      )
+        .env('VIDBATCH_ON_UNKNOWN_SUBMIT')
+        .choices(['resend', 'fail']),
+    )
+    .addOption(
+      new Option(
+        '--max-unknown-resends <n>',
+        `with resend: at most this many resends per row; on a gateway that ignores Idempotency-Key each may be billed (default ${DEFAULT_MAX_UNKNOWN_RESENDS})`,
+      )
+        .env('VIDBATCH_MAX_UNKNOWN_RESENDS')
+        .argParser(wholeNumber),
+    )
+    .addOption(
+      new Option(
+        '--submit-timeout <s>',
+        `start-to-close of one submit attempt (default ${DEFAULT_SUBMIT_TIMEOUT_MS / 1000}); the worker's HTTP wait for a submit (GATEWAY_SUBMIT_TIMEOUT_MS) is kept inside it`,
+      )
+        .env('VIDBATCH_SUBMIT_TIMEOUT')
+        .argParser(positiveSeconds),
+    );
+}
+
+/** The batch options the shared flags set; unset flags leave the defaults. */
+export function scheduleAndSpendOptions(o: Record<string, unknown>): StartBatchOptions {
+  const poll: StartBatchOptions['poll'] = {};
+  if (o.firstPoll !== undefined) poll.firstPollMs = o.firstPoll as number;
+  if (o.pollInterval !== undefined) poll.intervalMs = o.pollInterval as number;
+  if (o.pollBackoff !== undefined) poll.backoff = o.pollBackoff as number;
+  if (o.pollCap !== undefined) poll.capMs = o.pollCap as number;
+  if (o.pollJitter !== undefined) poll.jitter = o.pollJitter as number;
+  if (o.adaptivePoll === false) poll.adaptive = false;
+  return {
+    concurrency: o.concurrency as number,
+    jobDeadlineMs: o.jobDeadline as number,
+    poll,
+    ...(o.onUnknownSubmit !== undefined ? { onUnknownSubmit: o.onUnknownSubmit as 'resend' | 'fail' } : {}),
+    ...(o.maxUnknownResends !== undefined ? { maxUnknownResends: o.maxUnknownResends as number } : {}),
+    ...(o.submitTimeout !== undefined ? { submitTimeoutMs: o.submitTimeout as number } : {}),
+  };
+}
