@@ -3,11 +3,12 @@
 import type { PathRoots } from '../activities/paths';
 import { CancelledFailure, WorkflowFailedError } from '@temporalio/client';
 import { pollsHeldUntil } from '../client/batch-status';
-import { followBatch, type StartedBatch } from '../client/batches';
+import type { StartedBatch } from '../client/batches';
 import type { BatchProgress } from '../contract/types';
 import { openSession, type Session } from '../client/session';
 import type { SimulatorOptions } from '../simulator/server';
 import { ConfigError } from '../errors';
+import { startAndFollow } from '../starter';
 import { createProgressView } from './progress-view';
 import { EXIT, fail, spendSafetyLines, summaryLine } from './support';
 
@@ -64,46 +65,46 @@ export async function followInTerminal(session: Session, f: FollowInTerminal): P
   process.once('SIGINT', onSigint);
   const view = createProgressView();
   try {
-    const started = await f.start();
-    if (!started) {
-      console.log(f.nothingToDo ?? 'Nothing to start.');
-      return;
-    }
-    console.error(f.startedLine(started));
     // Holds the batch is not told of (status checks held by a Retry-After): looked up every 10 s at most.
     let pollHold: { checkedAt: number; until?: number } = { checkedAt: 0 };
-    const withPollHold = (p: BatchProgress): BatchProgress => {
+    const withPollHold = (batchId: string, p: BatchProgress): BatchProgress => {
       if (p.holdUntil || p.inFlight === 0) return p;
       if (Date.now() - pollHold.checkedAt > 10_000) {
         pollHold = { ...pollHold, checkedAt: Date.now() };
-        void pollsHeldUntil(session.client, started.batchId)
+        void pollsHeldUntil(session.client, batchId)
           .then((until) => (pollHold = { ...pollHold, until }))
           .catch(() => undefined);
       }
       return pollHold.until && pollHold.until > Date.now() ? { ...p, holdUntil: pollHold.until } : p;
     };
-    if (session.uiUrl)
-      console.error(
-        `Temporal Web UI: ${session.uiUrl}/namespaces/${session.namespace}/workflows/${started.batchId}`,
-      );
-    const followed = await (
-      f.detach
-        ? Promise.resolve({ result: undefined })
-        : followBatch(started.handle, (p) => view.update(withPollHold(p)), abort.signal).then((result) => ({
-            result,
-          }))
-    ).catch((err: unknown) => {
+    let batchId = 'The batch';
+    const followed = await startAndFollow(() => f.start(), {
+      detach: f.detach,
+      signal: abort.signal,
+      onStarted: (started) => {
+        batchId = started.batchId;
+        console.error(f.startedLine(started));
+        if (session.uiUrl)
+          console.error(
+            `Temporal Web UI: ${session.uiUrl}/namespaces/${session.namespace}/workflows/${started.batchId}`,
+          );
+      },
+      onProgress: (p) => view.update(withPollHold(p.batchId, p)),
+    }).catch((err: unknown) => {
       // Cancelled from another shell (`vidbatch cancel`): told plainly, not as a stack of Temporal errors.
       if (!(err instanceof WorkflowFailedError && err.cause instanceof CancelledFailure)) throw err;
       console.error(
-        `\n${started.batchId} was cancelled. Finished rows are in its manifest; rows in flight are recorded as failed with code \`cancelled\` and their job id. Running the same CSV again continues it: finished rows are skipped and known jobs are checked, not paid again.`,
+        `\n${batchId} was cancelled. Finished rows are in its manifest; rows in flight are recorded as failed with code \`cancelled\` and their job id. Running the same CSV again continues it: finished rows are skipped and known jobs are checked, not paid again.`,
       );
       process.exitCode = EXIT.rowsFailed;
       return undefined;
     });
-    if (!followed) return;
+    if (followed && !followed.started) {
+      console.log(f.nothingToDo ?? 'Nothing to start.');
+      return;
+    }
+    if (!followed?.started) return;
     const { result } = followed;
-    const { batchId } = started;
     if (f.detach) {
       console.error(
         `Detached. ${batchId} makes progress only while workers run on task queue "${session.taskQueue}": run \`vidbatch worker\`${session.server === 'address' ? ' (same TEMPORAL_* settings)' : ' in this folder'} with GATEWAY_BASE_URL and GATEWAY_API_KEY. Follow it with \`vidbatch watch ${batchId}\`.`,

@@ -147,7 +147,7 @@ describe('vidbatch run --simulate (embedded dev server, in-process worker)', () 
     expect(status.code).toBe(0);
     expect(status.stdout).toContain(`${batchId}: COMPLETED`);
     expect(status.stdout).toContain('50 succeeded, 0 failed of 50');
-  });
+  }, 300_000); // three runs of the command, each starting an embedded dev server: slow on a loaded machine
 });
 
 /** Starts a long-running vidbatch command, resolves with the first stdout match, and stops it with SIGINT. */
