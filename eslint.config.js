@@ -3,7 +3,8 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import { builtinModules } from 'node:module';
 
-// Workflow code runs in Temporal's deterministic sandbox: no Node built-ins there.
+// Workflow code runs in Temporal's deterministic sandbox: no Node built-ins there, nor in the contract it
+// imports.
 const nodeBuiltins = builtinModules.flatMap((m) => [m, `node:${m}`]);
 
 export default tseslint.config(
@@ -21,7 +22,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/workflows/**/*.ts'],
+    files: ['src/workflows/**/*.ts', 'src/contract/**/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',

@@ -9,11 +9,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { Command, Option } from 'commander';
-import { historyStats } from '../src/operations';
+import { historyStats } from '../src/client/history-stats';
 import { startSimulator, type SimulatorOptions } from '../src/simulator/server';
-import { startBatch, type Session, type StartBatchOptions } from '../src/starter';
-import { startDevServer } from '../src/temporal/dev-server';
-import { vbenchPrompts, writeVbenchCsv } from '../src/vbench';
+import { startBatch, type StartBatchOptions } from '../src/client/batches';
+import type { Session } from '../src/client/session';
+import { startDevServer } from '../src/dev-server/dev-server';
+import { vbenchPrompts, writeVbenchCsv } from './vbench';
 import { runNaivePeer } from './naive-peer';
 
 const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));

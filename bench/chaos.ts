@@ -10,11 +10,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { Command, Option } from 'commander';
-import type { PromptResult } from '../src/shared';
+import type { PromptResult } from '../src/contract/types';
 import { startSimulator } from '../src/simulator/server';
-import { startBatch, type Session } from '../src/starter';
-import { freePort, startDevServer, type DevServer } from '../src/temporal/dev-server';
-import { writeVbenchCsv } from '../src/vbench';
+import { startBatch } from '../src/client/batches';
+import type { Session } from '../src/client/session';
+import { freePort, startDevServer, type DevServer } from '../src/dev-server/dev-server';
+import { writeVbenchCsv } from './vbench';
 
 const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));
 const o = new Command('chaos')

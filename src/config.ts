@@ -3,7 +3,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import { ConfigError } from './errors';
-import { DEFAULT_TASK_QUEUE } from './shared';
+import { DEFAULT_TASK_QUEUE } from './contract/types';
 
 export interface GatewaySettings {
   baseUrl: string;

@@ -6,8 +6,8 @@ import { createActivities } from './activities';
 import { loadGatewaySettings, loadTemporalSettings, type GatewaySettings } from './config';
 import { ConfigError } from './errors';
 import { GatewayClient } from './gateway/client';
-import { announce } from './runtime';
-import { cachedWorkflowBundle } from './temporal/workflow-bundle';
+import { announce } from './worker/runtime';
+import { cachedWorkflowBundle } from './worker/workflow-bundle';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
 

@@ -1,6 +1,6 @@
 // Starts one real Temporal dev server for the whole test run (provisioning the CLI first if needed).
 import type { TestProject } from 'vitest/node';
-import { startDevServer, type DevServer } from '../src/temporal/dev-server';
+import { startDevServer, type DevServer } from '../src/dev-server/dev-server';
 
 declare module 'vitest' {
   export interface ProvidedContext {

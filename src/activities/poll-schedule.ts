@@ -1,4 +1,6 @@
-import type { PollSchedule } from '../shared';
+// When to check a job. The attempts of pollJob are the checks; each unfinished one sets the delay before the
+// next: the configured schedule until the worker has learned the gateway's latency, then the learned one.
+import type { PollSchedule } from '../contract/types';
 
 /**
  * Delay before the next status check after `attempt` (Temporal's activity attempt, 1-based; attempt 1 may
@@ -28,4 +30,33 @@ export function adaptiveDelayMs(
 
 function jitter(base: number, fraction: number, random: () => number): number {
   return Math.max(100, Math.round(base * (1 + fraction * (2 * random() - 1))));
+}
+
+/** What the worker has learned of job latency (see latency.ts). */
+export interface LatencyEstimate {
+  dueAge(): number | undefined;
+  firstCheckAge(jobId: string): number | undefined;
+}
+
+/**
+ * One attempt of pollJob for a job `ageMs` old: `waitMs` when it is not due for a check yet (the first check
+ * comes at the learned first-check age, or `firstPollMs` until that is known); otherwise check now, and
+ * `retryDelayMs` is the wait before the next check should the job be unfinished.
+ */
+export function nextCheck(
+  poll: PollSchedule,
+  attempt: number,
+  jobId: string,
+  ageMs: number,
+  latency: LatencyEstimate,
+  random: () => number = Math.random,
+): { waitMs: number } | { retryDelayMs: number } {
+  const adaptive = poll.adaptive !== false;
+  const dueMs = adaptive ? latency.dueAge() : undefined;
+  const untilFirstCheck = ((adaptive ? latency.firstCheckAge(jobId) : undefined) ?? poll.firstPollMs) - ageMs;
+  if (untilFirstCheck > 0) return { waitMs: untilFirstCheck };
+  return {
+    retryDelayMs:
+      dueMs === undefined ? pollDelayMs(poll, attempt, random) : adaptiveDelayMs(poll, dueMs, ageMs, random),
+  };
 }

@@ -3,31 +3,19 @@
 // error from errors.ts. Error text never carries the API key.
 import { request, type Dispatcher } from 'undici';
 import { z } from 'zod';
+import type { GatewaySettings } from '../config';
+import { DEFAULT_RETRY_AFTER_MS } from '../contract/failures';
 import {
-  AuthenticationError,
-  BadRequestError,
   ConnectionError,
+  errorForStatus,
   GatewayError,
   MalformedResponseError,
-  NotFoundError,
-  PermissionDeniedError,
   RateLimitError,
-  ServerError,
   TimeoutError,
-} from '../errors';
-import type { GatewaySettings } from '../config';
+} from './errors';
 import { RequestPacer } from './pacer';
 import { parseRetryAfter } from './retry-after';
 import { canonicalStatus, type CanonicalStatus } from './status';
-
-export interface GatewayClientOptions extends GatewaySettings {
-  /** Injectable transport (tests, proxies, connection pools). */
-  dispatcher?: Dispatcher;
-  /** Shared by every call of this worker; default: a new one per client. */
-  pacer?: RequestPacer;
-  /** Called with each gateway error, for metrics and logs. */
-  onError?: (error: GatewayError, operation: string) => void;
-}
 
 export interface GenerationRequest {
   model: string;
@@ -56,11 +44,10 @@ const jobBody = z.looseObject({
 const modelsBody = z.looseObject({ data: z.array(z.looseObject({ id: z.string() })) });
 
 export class GatewayClient {
-  readonly pacer: RequestPacer;
+  /** One pacer per client: the worker makes one client, shared by all its activities. */
+  readonly pacer = new RequestPacer();
 
-  constructor(private readonly options: GatewayClientOptions) {
-    this.pacer = options.pacer ?? new RequestPacer();
-  }
+  constructor(private readonly options: GatewaySettings) {}
 
   /** How long one HTTP call may take (GATEWAY_TIMEOUT_MS). */
   get timeoutMs(): number {
@@ -72,7 +59,7 @@ export class GatewayClient {
    * the wait for the pacer (PacerBusyError beyond it).
    */
   async submit(body: GenerationRequest, idempotencyKey: string, maxWaitMs = Infinity): Promise<JobState> {
-    const json = await this.call('POST', '/videos/generations', 'submit', maxWaitMs, body, {
+    const json = await this.call('POST', '/videos/generations', maxWaitMs, body, {
       'idempotency-key': idempotencyKey,
     });
     return this.toJobState(json);
@@ -80,12 +67,12 @@ export class GatewayClient {
 
   async getJob(jobId: string, maxWaitMs = Infinity): Promise<JobState> {
     const path = `/videos/generations/${encodeURIComponent(jobId)}`;
-    const json = await this.call('GET', path, 'status', maxWaitMs);
+    const json = await this.call('GET', path, maxWaitMs);
     return this.toJobState(json);
   }
 
   async listModels(): Promise<string[]> {
-    const parsed = modelsBody.safeParse(await this.call('GET', '/models', 'models', Infinity));
+    const parsed = modelsBody.safeParse(await this.call('GET', '/models', Infinity));
     if (!parsed.success) throw new MalformedResponseError('GET /models returned an unexpected body');
     return parsed.data.data.map((m) => m.id);
   }
@@ -121,7 +108,6 @@ export class GatewayClient {
   private async call(
     method: 'GET' | 'POST',
     path: string,
-    operation: string,
     maxWaitMs: number,
     body?: unknown,
     extraHeaders: Record<string, string> = {},
@@ -131,9 +117,8 @@ export class GatewayClient {
       return await this.send(method, path, body, extraHeaders);
     } catch (err) {
       const error = err instanceof GatewayError ? err : new GatewayError(this.redact(String(err)));
-      // Without a Retry-After the spec gives no wait; one second is the smallest a seconds header says.
-      if (error instanceof RateLimitError) this.pacer.rateLimited(error.retryAfterMs ?? 1000);
-      this.options.onError?.(error, operation);
+      if (error instanceof RateLimitError)
+        this.pacer.rateLimited(error.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS);
       throw error;
     }
   }
@@ -158,7 +143,6 @@ export class GatewayClient {
         },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(this.options.timeoutMs),
-        dispatcher: this.options.dispatcher,
       });
       text = await response.body.text();
     } catch (err) {
@@ -191,14 +175,12 @@ export class GatewayClient {
       parsedError.success ? (parsedError.data.error.message ?? code ?? '') : text.slice(0, 200),
     );
     const message = `${what}: ${statusCode}${detail ? ` ${detail}` : ''}`;
-    if (statusCode === 401) throw new AuthenticationError(message, statusCode, code);
-    if (statusCode === 403) throw new PermissionDeniedError(message, statusCode, code);
-    if (statusCode === 404) throw new NotFoundError(message, statusCode, code);
-    if (statusCode === 429) {
-      const header = response.headers['retry-after'];
-      throw new RateLimitError(message, parseRetryAfter(Array.isArray(header) ? header[0] : header), code);
-    }
-    if (statusCode >= 500) throw new ServerError(message, statusCode, code);
-    throw new BadRequestError(message, statusCode, code);
+    const header = response.headers['retry-after'];
+    throw errorForStatus(
+      statusCode,
+      message,
+      code,
+      statusCode === 429 ? parseRetryAfter(Array.isArray(header) ? header[0] : header) : undefined,
+    );
   }
 }

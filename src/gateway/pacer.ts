@@ -5,7 +5,7 @@
 // short again when the limit moved (a limit lowered for a while is soon used in full again). After a 429,
 // every call from this worker waits out the Retry-After. Submissions go before status checks: a job's
 // latency clock starts when it is submitted, and a later status check is more likely to find it finished.
-import { PacerBusyError } from '../errors';
+import { PacerBusyError } from './errors';
 
 export type CallKind = 'submit' | 'status';
 

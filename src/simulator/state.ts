@@ -1,22 +1,51 @@
-// The simulated gateway's model: API keys, jobs, per-key limits, fault dice and counters. No HTTP here.
+// The simulated gateway's model: API keys, jobs, per-key limits, hold, fault dice and counters. No HTTP here.
 import { createHash, randomBytes } from 'node:crypto';
+import { z } from 'zod';
 
-export interface FaultOptions {
-  /** Probability that a /v1 request gets a 5xx without being processed. */
+/** Faults that can be rolled per request; each field is a probability in [0, 1]. */
+export interface FaultProbabilities {
+  /** A /v1 request gets 503 without being processed. */
   error5xx: number;
-  /** Probability that a /v1 response is delayed by `slowMs` (after the request was processed). */
+  /** The connection is reset before the request is processed (nothing happened at the gateway). */
+  resetBefore: number;
+  /** A /v1 request gets 429 `rate_limited` without being processed (Retry-After >= `retryAfterMinSeconds`). */
+  error429: number;
+  /** The response is delayed by `slowMs`, after the request was processed (a job may exist). */
   slow: number;
-  slowMs: number;
-  /** Probability that the connection is dropped after the request was processed. */
+  /** The connection is dropped after the request was processed (a job may exist). */
   drop: number;
-  /** Probability that a /v1 response body is malformed JSON (after the request was processed). */
+  /** The response is 2xx with an unreadable JSON body, after the request was processed. */
   malformed: number;
-  /** Probability that a status query of an unfinished job reports a status outside the documented set. */
+  /** 502, after the request was processed (a proxy lost the upstream answer). */
+  error502After: number;
+  /** 504, after the request was processed (a proxy timed out while the upstream went on). */
+  error504After: number;
+  /** A status query of an unfinished job reports a status outside the documented set. */
   unknownStatus: number;
+  /** A job ends as failed with `generation_failed`. */
+  jobFailure: number;
+}
+
+export type FaultKind = keyof FaultProbabilities;
+
+/** The request faults that hit after processing: on a submit that made a job, the client cannot learn its id. */
+export const AFTER_PROCESSING_FAULTS = [
+  'slow',
+  'drop',
+  'malformed',
+  'error502After',
+  'error504After',
+] as const;
+export type AfterProcessingFault = (typeof AFTER_PROCESSING_FAULTS)[number];
+
+export interface FaultOptions extends FaultProbabilities {
+  slowMs: number;
   /** Prompts containing any of these words (case-insensitive) end as failed with `content_moderation`. */
   moderationWords: string[];
-  /** Probability that a job ends as failed with `generation_failed`. */
-  jobFailure: number;
+  /** Which /v1 requests the request faults hit: all, only job submissions, or only status queries. */
+  scope: 'all' | 'submit' | 'status';
+  /** Every 429 (rate limit, running-jobs cap, injected) carries a Retry-After of at least this many seconds. */
+  retryAfterMinSeconds: number;
 }
 
 export interface SimulatorOptions {
@@ -36,8 +65,15 @@ export interface SimulatorOptions {
   retryAfterFormat?: 'seconds' | 'date';
   /** Result URLs stop working this long after the job finished; 0 = never. */
   urlTtlSeconds?: number;
-  /** Honour Idempotency-Key (default true). Off, a repeated key creates a new job (to test clients without it). */
+  /** A job's status query answers 404 this long after the job finished (the gateway forgot it); 0 = never. */
+  jobTtlSeconds?: number;
+  /**
+   * Honour Idempotency-Key (default false). The spec never mentions the header, so the faithful default is
+   * that every POST makes a new, billable job; true replays the first job for a repeated key.
+   */
   idempotency?: boolean;
+  /** Until this time (epoch ms or Date) every /v1 request gets 429 with a Retry-After pointing at it. */
+  holdUntil?: number | Date;
   faults?: Partial<FaultOptions>;
   seed?: number;
   now?: () => number;
@@ -46,6 +82,20 @@ export interface SimulatorOptions {
   /** Keep keys and jobs in this JSON file, so a restarted simulator still knows earlier jobs. */
   stateFile?: string;
 }
+
+/** The options that can change at runtime (`setOptions`, POST /admin/options). */
+export type RuntimeOptions = Pick<
+  Required<SimulatorOptions>,
+  | 'jobSeconds'
+  | 'jobJitterSeconds'
+  | 'rateLimit'
+  | 'burst'
+  | 'maxRunningJobs'
+  | 'retryAfterFormat'
+  | 'urlTtlSeconds'
+  | 'jobTtlSeconds'
+  | 'idempotency'
+>;
 
 export const VIDEO_MODELS = ['modelfamily-1.0-r2v', 'modelfamily-1.1-r2v'];
 export const CHAT_MODELS = ['modelfamily-chat-1.0'];
@@ -59,6 +109,8 @@ export interface ApiKeyRecord {
   /** Models this key may use; undefined = all. */
   models: string[] | undefined;
   createdAt: number;
+  /** /v1 requests refused because this key was disabled or deleted. */
+  refusedRequests?: number;
 }
 
 export interface Job {
@@ -70,6 +122,16 @@ export interface Job {
   startsAt: number;
   doneAt: number;
   outcome: { status: 'completed' } | { status: 'failed'; code: string; message: string };
+  /** The Idempotency-Key the submit carried, whether honoured or not. */
+  idempotencyKey?: string;
+  /** sha256 of the submitted body: identical bodies that made several jobs were billed more than once. */
+  bodyHash?: string;
+  /** Status queries answered for this job (any status, including 404 once gone). */
+  checks?: number;
+  /** A response carrying the job's id reached the client intact. */
+  idDelivered?: boolean;
+  /** A `completed` answer with the URL reached the client intact. */
+  resultDelivered?: boolean;
 }
 
 /** mulberry32: small, fast, seedable; good enough for fault dice. */
@@ -84,52 +146,97 @@ function prng(seed: number): () => number {
   };
 }
 
+export const DEFAULT_FAULTS: FaultOptions = {
+  error5xx: 0,
+  resetBefore: 0,
+  error429: 0,
+  slow: 0,
+  slowMs: 30_000,
+  drop: 0,
+  malformed: 0,
+  error502After: 0,
+  error504After: 0,
+  unknownStatus: 0,
+  moderationWords: [],
+  jobFailure: 0,
+  scope: 'all',
+  retryAfterMinSeconds: 0,
+};
+
+const histogram = (counts: Iterable<number>): Record<string, number> => {
+  const h: Record<string, number> = {};
+  for (const n of counts) h[n] = (h[n] ?? 0) + 1;
+  return h;
+};
+
+/** Drops undefined fields, so an absent setting keeps its current value. */
+const defined = <T extends object>(o: T): Partial<T> =>
+  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+
+const bump = (map: Record<string, number>, key: string, by = 1) => {
+  map[key] = (map[key] ?? 0) + by;
+};
+
+/** "path: message" of a zod error's first issue. */
+export function formatIssue(error: z.ZodError): string {
+  const first = error.issues[0];
+  return `${first?.path.join('.') || 'body'}: ${first?.message ?? 'invalid'}`;
+}
+
 export type StateData = ReturnType<SimulatorState['persistable']>;
 
 export class SimulatorState {
   readonly keys = new Map<string, ApiKeyRecord>();
   readonly jobs = new Map<string, Job>();
+  /** Every key ever registered, by secret: a key removed from `keys` is "deleted", not "unknown". */
+  private readonly everKeys = new Map<string, ApiKeyRecord>();
   private readonly byIdempotencyKey = new Map<string, string>();
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
-  private readonly jobsPerBody = new Map<string, number>();
   readonly faults: FaultOptions;
+  readonly options: RuntimeOptions;
   readonly random: () => number;
   readonly now: () => number;
+  /** Epoch ms until which every /v1 request is held with 429; 0 = no hold. */
+  holdUntil = 0;
+  /** Hold windows [from, until], to count jobs that finished while clients were held. */
+  private readonly holds: [number, number][] = [];
   private jobCounter = 0;
   readonly requestLog: { at: number; route: string; status: number; retryAfterMs?: number }[] = [];
   readonly stats = {
     requests: {} as Record<string, Record<string, number>>,
     jobsCreated: 0,
+    /** Every 429 sent, whatever the reason (see `rateLimitedByReason`). */
     rateLimited: 0,
+    rateLimitedByReason: {} as Record<string, number>,
+    /** /v1 requests answered 429 because of a hold. */
+    held: 0,
     idempotentReplays: 0,
+    submitsWithoutIdempotencyKey: 0,
     faultsInjected: {} as Record<string, number>,
+    /** After-processing faults on submits that created a job: billed, but the answer was lost (by fault kind). */
+    ambiguousSubmits: {} as Record<string, number>,
+    /** /v1 requests sent with a key that is not registered (never was) or with no key at all. */
+    requestsWithUnknownKey: 0,
+    requestsWithoutKey: 0,
+    /** Status queries for a job past `jobTtlSeconds`, answered 404. */
+    goneQueries: 0,
   };
 
   constructor(
-    readonly options: Required<
-      Omit<
-        SimulatorOptions,
-        'faults' | 'seed' | 'now' | 'host' | 'port' | 'apiKeys' | 'stateFile' | 'recordRequests'
-      >
-    > & {
+    options: RuntimeOptions & {
       faults?: Partial<FaultOptions>;
       seed: number;
       now?: () => number;
+      holdUntil?: number;
     },
   ) {
-    this.faults = {
-      error5xx: 0,
-      slow: 0,
-      slowMs: 30_000,
-      drop: 0,
-      malformed: 0,
-      unknownStatus: 0,
-      moderationWords: [],
-      jobFailure: 0,
-      ...options.faults,
-    };
-    this.random = prng(options.seed);
-    this.now = options.now ?? Date.now;
+    const { faults, seed, now, holdUntil, ...runtime } = options;
+    this.options = runtime;
+    this.faults = { ...DEFAULT_FAULTS, moderationWords: [] };
+    this.setFaults(faults ?? {});
+    this.random = prng(seed);
+    this.now = now ?? Date.now;
+    if (holdUntil) this.setHold(holdUntil);
   }
 
   createKey(description = '', models?: string[], key?: string): ApiKeyRecord {
@@ -143,6 +250,7 @@ export class SimulatorState {
     };
     if (!record.key.startsWith('sk-')) throw new Error('API keys start with sk-');
     this.keys.set(record.id, record);
+    this.everKeys.set(record.key, record);
     return record;
   }
 
@@ -151,15 +259,66 @@ export class SimulatorState {
     return undefined;
   }
 
+  /** A key that was registered once and has since been deleted. */
+  deletedKey(secret: string): ApiKeyRecord | undefined {
+    const record = this.everKeys.get(secret);
+    return record && this.keys.get(record.id) !== record ? record : undefined;
+  }
+
   countRequest(route: string, status: number): void {
     const byStatus = (this.stats.requests[route] ??= {});
     byStatus[status] = (byStatus[status] ?? 0) + 1;
   }
 
-  roll(fault: keyof Omit<FaultOptions, 'slowMs' | 'moderationWords'>): boolean {
-    const hit = this.faults[fault] > 0 && this.random() < this.faults[fault];
-    if (hit) this.stats.faultsInjected[fault] = (this.stats.faultsInjected[fault] ?? 0) + 1;
+  countRefused(record: ApiKeyRecord): void {
+    record.refusedRequests = (record.refusedRequests ?? 0) + 1;
+  }
+
+  count429(reason: string): void {
+    this.stats.rateLimited += 1;
+    bump(this.stats.rateLimitedByReason, reason);
+    if (reason === 'held') this.stats.held += 1;
+  }
+
+  countAmbiguousSubmit(fault: AfterProcessingFault): void {
+    bump(this.stats.ambiguousSubmits, fault);
+  }
+
+  roll(fault: FaultKind): boolean {
+    const p = this.faults[fault];
+    const hit = p > 0 && this.random() < p;
+    if (hit) bump(this.stats.faultsInjected, fault);
     return hit;
+  }
+
+  /** Changes fault settings at runtime; throws on unknown fields or out-of-range values. */
+  setFaults(faults: Partial<FaultOptions>): FaultOptions {
+    const parsed = faultsSchema.safeParse(faults);
+    if (!parsed.success) throw new Error(`faults: ${formatIssue(parsed.error)}`);
+    return Object.assign(this.faults, defined(parsed.data));
+  }
+
+  /** Changes limits and behaviour at runtime; throws on unknown fields or out-of-range values. */
+  setOptions(options: Partial<RuntimeOptions>): RuntimeOptions {
+    const parsed = runtimeOptionsSchema.safeParse(options);
+    if (!parsed.success) throw new Error(`options: ${formatIssue(parsed.error)}`);
+    return Object.assign(this.options, defined(parsed.data));
+  }
+
+  /** Sets (or with 0/undefined, releases) the hold; jobs keep progressing meanwhile. */
+  setHold(until: number | Date | undefined): void {
+    const at = until === undefined ? 0 : typeof until === 'number' ? until : until.getTime();
+    const now = this.now();
+    // A release or a new hold closes the current window at now.
+    const open = this.holds.at(-1);
+    if (open && open[1] > now) open[1] = now;
+    this.holdUntil = at > now ? at : 0;
+    if (this.holdUntil) this.holds.push([now, this.holdUntil]);
+  }
+
+  /** Ms left on the hold, or 0. */
+  holdWait(): number {
+    return Math.max(0, this.holdUntil - this.now());
   }
 
   /** Takes one token from the key's bucket; returns ms to wait when empty. */
@@ -225,12 +384,16 @@ export class SimulatorState {
               message: 'The model failed to generate this video.',
             }
           : { status: 'completed' },
+      ...(idempotencyKey ? { idempotencyKey } : {}),
+      bodyHash: createHash('sha256').update(JSON.stringify(body)).digest('hex'),
+      checks: 0,
+      idDelivered: false,
+      resultDelivered: false,
     };
     this.jobs.set(job.id, job);
     this.stats.jobsCreated += 1;
+    if (!idempotencyKey) this.stats.submitsWithoutIdempotencyKey += 1;
     if (idempotencyKey && this.options.idempotency) this.byIdempotencyKey.set(idempotencyKey, job.id);
-    const bodyHash = createHash('sha256').update(JSON.stringify(body)).digest('hex');
-    this.jobsPerBody.set(bodyHash, (this.jobsPerBody.get(bodyHash) ?? 0) + 1);
     return job;
   }
 
@@ -241,31 +404,138 @@ export class SimulatorState {
     return job.outcome.status;
   }
 
-  /** What a restarted simulator needs to keep answering for earlier jobs. */
+  /** The gateway forgot the job: `jobTtlSeconds` after it finished, its status query answers 404. */
+  isGone(job: Job): boolean {
+    const ttl = this.options.jobTtlSeconds;
+    return ttl > 0 && this.now() > job.doneAt + ttl * 1000;
+  }
+
+  /** What a restarted simulator needs to keep answering for earlier jobs (and to keep counting them). */
   persistable() {
     return {
       keys: [...this.keys.values()],
+      deletedKeys: [...this.everKeys.values()].filter((k) => this.keys.get(k.id) !== k),
       jobs: [...this.jobs.values()],
       idempotency: [...this.byIdempotencyKey.entries()],
       jobCounter: this.jobCounter,
     };
   }
 
-  restore(data: ReturnType<SimulatorState['persistable']>): void {
-    for (const k of data.keys) if (!this.findKey(k.key)) this.keys.set(k.id, k);
+  restore(data: Partial<StateData> & Pick<StateData, 'keys' | 'jobs' | 'jobCounter'>): void {
+    for (const k of data.keys) {
+      if (this.findKey(k.key)) continue;
+      this.keys.set(k.id, k);
+      this.everKeys.set(k.key, k);
+    }
+    for (const k of data.deletedKeys ?? []) if (!this.everKeys.has(k.key)) this.everKeys.set(k.key, k);
     for (const j of data.jobs) this.jobs.set(j.id, j);
-    for (const [k, v] of data.idempotency) this.byIdempotencyKey.set(k, v);
+    for (const [k, v] of data.idempotency ?? []) this.byIdempotencyKey.set(k, v);
     this.jobCounter = Math.max(this.jobCounter, data.jobCounter);
   }
 
+  /**
+   * Counters for tests. Job-derived figures cover every job this simulator knows, restored ones included;
+   * request counters cover this process only.
+   */
   snapshot() {
-    const histogram: Record<string, number> = {};
-    for (const count of this.jobsPerBody.values()) histogram[count] = (histogram[count] ?? 0) + 1;
+    const now = this.now();
+    const perIdempotencyKey = new Map<string, number>();
+    const perBody = new Map<string, number>();
+    let jobsCompleted = 0;
+    let jobsFailed = 0;
+    let jobsFinishedWhileHeld = 0;
+    let jobIdsNeverDelivered = 0;
+    let completedJobsNeverDelivered = 0;
+    let statusChecks = 0;
+    const checks: number[] = [];
+    for (const job of this.jobs.values()) {
+      if (job.idempotencyKey)
+        perIdempotencyKey.set(job.idempotencyKey, (perIdempotencyKey.get(job.idempotencyKey) ?? 0) + 1);
+      if (job.bodyHash) perBody.set(job.bodyHash, (perBody.get(job.bodyHash) ?? 0) + 1);
+      const finished = job.doneAt <= now;
+      if (finished && job.outcome.status === 'completed') jobsCompleted += 1;
+      if (finished && job.outcome.status === 'failed') jobsFailed += 1;
+      if (finished && this.holds.some(([from, until]) => job.doneAt >= from && job.doneAt < until))
+        jobsFinishedWhileHeld += 1;
+      if (job.idDelivered === false) jobIdsNeverDelivered += 1;
+      if (finished && job.outcome.status === 'completed' && job.resultDelivered === false)
+        completedJobsNeverDelivered += 1;
+      statusChecks += job.checks ?? 0;
+      checks.push(job.checks ?? 0);
+    }
+    const billedMoreThanOnce = Object.fromEntries([...perIdempotencyKey].filter(([, n]) => n > 1));
+    const everKeys = [...this.everKeys.values()];
+    const refused = (deleted: boolean) =>
+      Object.fromEntries(
+        everKeys
+          .filter((k) => (this.keys.get(k.id) !== k) === deleted && (k.refusedRequests ?? 0) > 0)
+          .map((k) => [k.id, k.refusedRequests ?? 0]),
+      );
     return {
       ...structuredClone(this.stats),
+      ambiguousSubmitsTotal: Object.values(this.stats.ambiguousSubmits).reduce((a, b) => a + b, 0),
+      /** Requests refused with 403 because the key was disabled, per key id. */
+      requestsWithDisabledKey: refused(false),
+      /** Requests refused with 401 because the key had been deleted, per key id. */
+      requestsWithDeletedKey: refused(true),
+      /** How many Idempotency-Keys produced 1, 2, ... jobs: any entry above "1" means a row paid twice. */
+      jobsPerIdempotencyKey: histogram(perIdempotencyKey.values()),
+      idempotencyKeysWithMultipleJobs: Object.keys(billedMoreThanOnce).length,
+      /** The Idempotency-Keys that produced more than one job, with their job counts. */
+      idempotencyKeysBilledMoreThanOnce: billedMoreThanOnce,
       /** How many distinct request bodies produced 1, 2, ... jobs: any key above "1" means a paid-twice body. */
-      jobsPerIdenticalBody: histogram,
-      bodiesWithMultipleJobs: [...this.jobsPerBody.values()].filter((n) => n > 1).length,
+      jobsPerIdenticalBody: histogram(perBody.values()),
+      bodiesWithMultipleJobs: [...perBody.values()].filter((n) => n > 1).length,
+      jobsCompleted,
+      jobsFailed,
+      jobsUnfinished: this.jobs.size - jobsCompleted - jobsFailed,
+      /** Jobs that finished while a hold was refusing every request. */
+      jobsFinishedWhileHeld,
+      /** Jobs billed whose id no client ever received intact. */
+      jobIdsNeverDelivered,
+      /** Completed (paid) jobs whose URL no client ever received: videos lost, as far as the gateway sees. */
+      completedJobsNeverDelivered,
+      statusChecks,
+      /** How many jobs got 0, 1, 2, ... status queries. */
+      statusChecksPerJob: histogram(checks),
+      holdUntil: this.holdUntil ? new Date(this.holdUntil).toISOString() : null,
     };
   }
 }
+
+const probability = z.number().min(0).max(1);
+
+/** What setFaults and POST /admin/faults accept: any subset of the fault settings, nothing unknown. */
+export const faultsSchema = z
+  .strictObject({
+    error5xx: probability,
+    resetBefore: probability,
+    error429: probability,
+    slow: probability,
+    drop: probability,
+    malformed: probability,
+    error502After: probability,
+    error504After: probability,
+    unknownStatus: probability,
+    jobFailure: probability,
+    slowMs: z.number().min(0),
+    moderationWords: z.array(z.string()),
+    scope: z.enum(['all', 'submit', 'status']),
+    retryAfterMinSeconds: z.number().min(0),
+  })
+  .partial();
+
+/** What setOptions and POST /admin/options accept. */
+export const runtimeOptionsSchema = z
+  .strictObject({
+    jobSeconds: z.number().min(0),
+    jobJitterSeconds: z.number().min(0),
+    rateLimit: z.number().min(0),
+    burst: z.number().min(0),
+    maxRunningJobs: z.number().int().min(0),
+    retryAfterFormat: z.enum(['seconds', 'date']),
+    urlTtlSeconds: z.number().min(0),
+    jobTtlSeconds: z.number().min(0),
+    idempotency: z.boolean(),
+  })
+  .partial();

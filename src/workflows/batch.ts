@@ -1,7 +1,8 @@
 // The batch: reads rows page by page (through an activity), keeps at most `concurrency` prompt workflows in
 // flight, records finished prompts in groups, and continues as new after `promptsPerRun` prompts so that
 // every run's history stays small. A 429 holds back new submissions for the whole batch; a 401/403 pauses
-// it until an operator resumes it.
+// it until an operator resumes it. The rules are in batch-state.ts and result-recorder.ts; this file turns
+// them into Temporal commands.
 import {
   ApplicationFailure,
   CancellationScope,
@@ -19,243 +20,73 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { RETRY_POLICIES } from '../contract/failures';
 import {
-  BatchIdAttr,
-  FailureType,
   pauseSignal,
   progressQuery,
   promptBlockedSignal,
   promptRateLimitedSignal,
   resumeSignal,
   resumeUpdate,
-  rowFields,
   setConcurrencyUpdate,
-  StateAttr,
   unblockSignal,
-  type BatchCarry,
+} from '../contract/messages';
+import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
+import {
+  rowFields,
   type BatchInput,
-  type BatchProgress,
   type BatchResult,
   type PromptResult,
   type PromptRow,
-} from '../shared';
+} from '../contract/types';
+import { BatchState } from './batch-state';
 import { promptWorkflow } from './prompt';
 import { progressMarkdown } from './progress-details';
-
-const RESULT_GROUP = 25;
-const RESULT_GROUP_MS = 10_000;
+import { ResultRecorder } from './result-recorder';
 
 export function promptWorkflowId(batchId: string, rowId: string): string {
   return `${batchId}/${rowId}`;
 }
+
+const setState = (state: string) => upsertSearchAttributes([{ key: StateAttr, value: state }]);
 
 export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   const { batchId, options, totalRows } = input;
   // Short timeouts: a call on a crashed worker is retried elsewhere after this long, not after minutes.
   const { readRows, recordResults } = proxyActivities<Activities>({
     startToCloseTimeout: options.activityTimeoutMs,
-    retry: { initialInterval: '1s', maximumInterval: '1m', nonRetryableErrorTypes: [FailureType.CsvChanged] },
+    retry: RETRY_POLICIES.batch,
   });
-  const carry: BatchCarry = input.carry ?? {
-    nextRow: 0,
-    counts: { succeeded: 0, failed: 0 },
-    startedAt: Date.now(),
-    concurrency: options.concurrency,
-    pausedReason: null,
-    gateUntil: 0,
-    manifestPath: '',
-    runs: 0,
-  };
-  let { nextRow, concurrency, pausedReason, gateUntil, manifestPath } = carry;
-  let stoppedReason = carry.stoppedReason ?? null;
-  const counts = { ...carry.counts };
-  let buffer: PromptRow[] = [];
-  let readOffset = nextRow;
-  let startedThisRun = 0;
-  const inFlight = new Set<string>();
-  const blocked = new Set<string>();
-  const rateLimited = new Map<string, number>();
-  let pending: PromptResult[] = [];
-  let recording = false;
-  // Every state change bumps the tick; the main loop sleeps until it moves.
-  let tick = 0;
-  const changed = () => void (tick += 1);
-
-  const progress = (): BatchProgress => ({
-    batchId,
-    total: totalRows,
-    started: nextRow,
-    inFlight: inFlight.size,
-    succeeded: counts.succeeded,
-    failed: counts.failed,
-    rateLimited: [...rateLimited.values()].filter((until) => until > Date.now()).length,
-    rateLimitedUntil: gateUntil > Date.now() ? gateUntil : null,
-    pausedReason,
-    blocked: blocked.size,
-    concurrency,
-    startedAt: carry.startedAt,
-    done: counts.succeeded + counts.failed >= totalRows,
-    manifestPath,
-    stoppedReason,
-  });
-  const setState = (state: string) => upsertSearchAttributes([{ key: StateAttr, value: state }]);
-
-  const resume = () => {
-    pausedReason = null;
-    for (const rowId of blocked) {
-      getExternalWorkflowHandle(promptWorkflowId(batchId, rowId))
+  const state = new BatchState(input, Date.now(), {
+    setState,
+    unblock: (rowId) =>
+      void getExternalWorkflowHandle(promptWorkflowId(batchId, rowId))
         .signal(unblockSignal)
-        .catch(() => undefined); // the prompt already ended: nothing to unblock
-    }
-    blocked.clear();
-    setState('running');
-    changed();
-  };
-  setHandler(progressQuery, progress);
-  setHandler(pauseSignal, (reason) => {
-    pausedReason = reason || 'paused by operator';
-    setState('paused');
-    changed();
+        .catch(() => undefined), // the prompt already ended: nothing to unblock
   });
-  setHandler(resumeSignal, resume);
-  setHandler(resumeUpdate, () => {
-    resume();
-    return progress();
-  });
-  setHandler(
-    setConcurrencyUpdate,
-    (n) => {
-      concurrency = n;
-      changed();
-      return progress();
-    },
+  setHandlers(state);
+  const deadlineMs = state.untilDeadline(Date.now());
+  if (deadlineMs !== undefined) {
+    sleep(deadlineMs, { summary: 'batch deadline: no new submissions after this' }).then(
+      () => state.deadlinePassed(),
+      () => undefined, // cancelled with the run
+    );
+  }
+  // Runs started before grouping record after every prompt (no patch marker).
+  const recorder = new ResultRecorder(
+    (results, summary) =>
+      recordResults.executeWithOptions({ summary }, [{ batchId, outDir: options.outDir, results }]),
     {
-      validator: (n) => {
-        if (!Number.isInteger(n) || n < 1 || n > 10_000)
-          throw new Error('concurrency must be a whole number from 1 to 10000');
-      },
+      grouped: patched('record-results-in-groups'),
+      inFlight: () => state.inFlight.size,
+      onRecorded: (path) => void (state.manifestPath = path),
+      changed: () => state.changed(),
     },
   );
-  setHandler(promptBlockedSignal, ({ rowId, reason }) => {
-    if (!inFlight.has(rowId)) return;
-    blocked.add(rowId);
-    if (!pausedReason) setState('paused');
-    pausedReason = `the gateway refused the API key (${reason}); fix the key, then resume the batch`;
-    changed();
-  });
-  setHandler(promptRateLimitedSignal, ({ rowId, untilMs }) => {
-    gateUntil = Math.max(gateUntil, untilMs);
-    rateLimited.set(rowId, untilMs);
-    changed();
-  });
-
-  /** Guard rails: once crossed, no new submissions; prompts in flight finish; the batch ends cleanly. */
-  const stop = (reason: string) => {
-    if (stoppedReason) return;
-    stoppedReason = reason;
-    setState('stopped');
-    changed();
-  };
-  const checkGuardRails = () => {
-    const finishedRows = counts.succeeded + counts.failed;
-    if (options.maxFailures !== undefined && counts.failed >= options.maxFailures) {
-      stop(`${counts.failed} rows failed (--max-failures ${options.maxFailures})`);
-    } else if (
-      options.maxFailureRate !== undefined &&
-      finishedRows >= 10 &&
-      counts.failed / finishedRows > options.maxFailureRate
-    ) {
-      stop(
-        `${counts.failed} of ${finishedRows} finished rows failed (--max-failure-rate ${options.maxFailureRate})`,
-      );
-    } else if (
-      options.maxSubmissions !== undefined &&
-      nextRow >= options.maxSubmissions &&
-      nextRow < totalRows
-    ) {
-      stop(`${nextRow} jobs submitted (--max-submissions ${options.maxSubmissions})`);
-    }
-  };
-  if (options.deadlineAt !== undefined && !stoppedReason) {
-    const left = options.deadlineAt - Date.now();
-    if (left <= 0) stop('the batch deadline passed');
-    else {
-      sleep(left, { summary: 'batch deadline: no new submissions after this' }).then(
-        () => stop('the batch deadline passed'),
-        () => undefined, // cancelled with the run
-      );
-    }
-  }
-
-  // Results are recorded in groups: at most every RESULT_GROUP_MS or RESULT_GROUP rows, and at once when
-  // nothing else is in flight. Runs started before this change record after every prompt (no patch marker).
-  const groupResults = patched('record-results-in-groups');
-  let lastFlushAt = Date.now();
-  const flushDue = () =>
-    !groupResults ||
-    pending.length >= RESULT_GROUP ||
-    Date.now() - lastFlushAt >= RESULT_GROUP_MS ||
-    inFlight.size === 0;
-  const flush = (force = false) => {
-    if (recording || pending.length === 0 || (!force && !flushDue())) return;
-    const group = pending;
-    pending = [];
-    recording = true;
-    lastFlushAt = Date.now();
-    recordResults
-      .executeWithOptions({ summary: `record ${group.length} finished rows` }, [
-        { batchId, outDir: options.outDir, results: group },
-      ])
-      .then(
-        (r) => {
-          manifestPath = r.manifestPath;
-          recording = false;
-          flush();
-          changed();
-        },
-        () => {
-          pending = group.concat(pending);
-          recording = false;
-          changed();
-        },
-      );
-  };
-
-  const finished = (result: PromptResult) => {
-    inFlight.delete(result.rowId);
-    blocked.delete(result.rowId);
-    rateLimited.delete(result.rowId);
-    counts[result.status] += 1;
-    checkGuardRails();
-    pending.push(result);
-    flush();
-    changed();
-  };
 
   const start = (row: PromptRow) => {
-    inFlight.add(row.id);
-    nextRow += 1;
-    startedThisRun += 1;
-    checkGuardRails();
-    executeChild(promptWorkflow, {
-      workflowId: promptWorkflowId(batchId, row.id),
-      args: [
-        {
-          batchId,
-          row,
-          poll: options.poll,
-          jobDeadlineMs: options.jobDeadlineMs,
-          activityTimeoutMs: options.activityTimeoutMs,
-          ...(options.downloadDir ? { downloadDir: options.downloadDir } : {}),
-        },
-      ],
-      typedSearchAttributes: [
-        { key: BatchIdAttr, value: batchId },
-        { key: StateAttr, value: 'submitting' },
-      ],
-      staticSummary: `Row ${row.id} (line ${row.line}) of ${batchId}`,
-      staticDetails: `**Prompt:** ${row.prompt.slice(0, 500)}\n\n**Model:** ${row.model} · ${JSON.stringify(row.parameters)}`,
-    }).then(finished, (err: unknown) =>
+    state.started(row.id);
+    startPrompt(input, row).then(finished, (err: unknown) =>
       finished({
         ...rowFields(row),
         status: 'failed',
@@ -267,91 +98,125 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
       }),
     );
   };
-
-  const runFull = () => startedThisRun >= options.promptsPerRun || workflowInfo().continueAsNewSuggested;
-  const canStart = () =>
-    buffer.length > 0 && !runFull() && !pausedReason && !stoppedReason && inFlight.size < concurrency;
-  const allStarted = () => nextRow >= totalRows || stoppedReason !== null;
+  const finished = (result: PromptResult) => {
+    state.finished(result);
+    recorder.add(result);
+    state.changed();
+  };
 
   try {
-    for (;;) {
-      setCurrentDetails(progressMarkdown(progress()));
-      if (canStart() && gateUntil > Date.now()) {
-        await sleep(gateUntil - Date.now(), {
-          summary: 'rate limited: holding new submissions for Retry-After',
-        });
-        continue;
-      }
-      if (buffer.length === 0 && readOffset < totalRows && !runFull() && !stoppedReason) {
-        buffer = await readRows.executeWithOptions(
-          { summary: `read rows ${readOffset + 1}-${Math.min(totalRows, readOffset + options.pageSize)}` },
-          [
-            {
-              csvPath: input.csvPath,
-              csvSha256: input.csvSha256,
-              offset: readOffset,
-              limit: options.pageSize,
-            },
-          ],
-        );
-        if (buffer.length === 0)
-          throw ApplicationFailure.nonRetryable(
-            `${input.csvPath} has fewer rows than the ${totalRows} validated`,
-          );
-        readOffset += buffer.length;
-        continue;
-      }
-      if (canStart()) {
-        start(buffer.shift()!);
-        continue;
-      }
-      if (inFlight.size === 0 && (runFull() || allStarted())) break;
-      const seen = tick;
-      await condition(() => tick !== seen);
-    }
+    await runPrompts(input, state, start, (offset) =>
+      readRows.executeWithOptions(
+        { summary: `read rows ${offset + 1}-${Math.min(totalRows, offset + options.pageSize)}` },
+        [{ csvPath: input.csvPath, csvSha256: input.csvSha256, offset, limit: options.pageSize }],
+      ),
+    );
   } catch (err) {
     if (!isCancellation(err)) throw err;
     // Cancelled: keep partial results. In-flight prompts report their cancellation (with any job id),
     // and everything finished is recorded before the batch ends as cancelled.
     await CancellationScope.nonCancellable(async () => {
       setState('cancelled');
-      await condition(() => inFlight.size === 0, '1 minute');
-      await condition(() => !recording);
-      if (pending.length)
-        await recordResults.executeWithOptions({ summary: 'record rows finished before the cancellation' }, [
-          { batchId, outDir: options.outDir, results: pending.splice(0) },
-        ]);
+      await condition(() => state.inFlight.size === 0, '1 minute');
+      await condition(() => !recorder.busy);
+      await recorder.recordRest('record rows finished before the cancellation');
     });
     throw err;
   }
-  flush(true);
-  await condition(() => !recording && pending.length === 0);
+  recorder.flush(true);
+  await condition(() => recorder.idle);
 
-  if (!allStarted()) {
-    return continueAsNew<typeof batchWorkflow>({
-      ...input,
-      carry: {
-        nextRow,
-        counts,
-        startedAt: carry.startedAt,
-        concurrency,
-        pausedReason,
-        gateUntil,
-        manifestPath,
-        runs: carry.runs + 1,
-        stoppedReason,
-      },
-    });
+  if (!state.allStarted()) {
+    return continueAsNew<typeof batchWorkflow>({ ...input, carry: state.carry() });
   }
-  setState(stoppedReason ? 'stopped' : 'completed');
-  setCurrentDetails(progressMarkdown(progress()));
-  return {
-    batchId,
-    total: totalRows,
-    succeeded: counts.succeeded,
-    failed: counts.failed,
-    manifestPath,
-    notStarted: totalRows - nextRow,
-    ...(stoppedReason ? { stoppedReason } : {}),
-  };
+  setState(state.stoppedReason ? 'stopped' : 'completed');
+  setCurrentDetails(progressMarkdown(state.progress(Date.now())));
+  return state.result();
+}
+
+/** Queries, signals and updates of the batch: each one a method of its state. */
+function setHandlers(state: BatchState): void {
+  setHandler(progressQuery, () => state.progress(Date.now()));
+  setHandler(pauseSignal, (reason) => state.pause(reason));
+  setHandler(resumeSignal, () => state.resume());
+  setHandler(resumeUpdate, () => {
+    state.resume();
+    return state.progress(Date.now());
+  });
+  setHandler(
+    setConcurrencyUpdate,
+    (n) => {
+      state.setConcurrency(n);
+      return state.progress(Date.now());
+    },
+    { validator: (n: number) => BatchState.checkConcurrency(n) },
+  );
+  setHandler(promptBlockedSignal, ({ rowId, reason }) => state.promptBlocked(rowId, reason));
+  setHandler(promptRateLimitedSignal, ({ rowId, untilMs }) => state.promptRateLimited(rowId, untilMs));
+}
+
+/** One row's prompt workflow, a child of the batch with id `<batch-id>/<row-id>`. */
+function startPrompt(input: BatchInput, row: PromptRow) {
+  const { batchId, options } = input;
+  return executeChild(promptWorkflow, {
+    workflowId: promptWorkflowId(batchId, row.id),
+    args: [
+      {
+        batchId,
+        row,
+        poll: options.poll,
+        jobDeadlineMs: options.jobDeadlineMs,
+        activityTimeoutMs: options.activityTimeoutMs,
+        ...(options.downloadDir ? { downloadDir: options.downloadDir } : {}),
+      },
+    ],
+    typedSearchAttributes: [
+      { key: BatchIdAttr, value: batchId },
+      { key: StateAttr, value: 'submitting' },
+    ],
+    staticSummary: `Row ${row.id} (line ${row.line}) of ${batchId}`,
+    staticDetails: `**Prompt:** ${row.prompt.slice(0, 500)}\n\n**Model:** ${row.model} · ${JSON.stringify(row.parameters)}`,
+  });
+}
+
+/**
+ * The main loop of a run: reads pages of rows and starts their prompts while the window, the pause, the
+ * guard rails and the 429 gate allow, until this run has started all it should and its prompts are done.
+ */
+async function runPrompts(
+  input: BatchInput,
+  state: BatchState,
+  start: (row: PromptRow) => void,
+  readPage: (offset: number) => Promise<PromptRow[]>,
+): Promise<void> {
+  const { totalRows } = input;
+  let buffer: PromptRow[] = [];
+  let readOffset = state.nextRow;
+  const runFull = () => state.runFull(workflowInfo().continueAsNewSuggested);
+  const canStart = () => state.canStart(buffer.length, runFull());
+  for (;;) {
+    setCurrentDetails(progressMarkdown(state.progress(Date.now())));
+    if (canStart() && state.gateHeld(Date.now())) {
+      await sleep(state.gateUntil - Date.now(), {
+        summary: 'rate limited: holding new submissions for Retry-After',
+      });
+      continue;
+    }
+    if (buffer.length === 0 && readOffset < totalRows && !runFull() && !state.stoppedReason) {
+      buffer = await readPage(readOffset);
+      if (buffer.length === 0)
+        throw ApplicationFailure.nonRetryable(
+          `${input.csvPath} has fewer rows than the ${totalRows} validated`,
+        );
+      readOffset += buffer.length;
+      continue;
+    }
+    if (canStart()) {
+      start(buffer.shift()!);
+      continue;
+    }
+    if (state.inFlight.size === 0 && (runFull() || state.allStarted())) break;
+    const seen = state.tick;
+    await condition(() => state.tick !== seen);
+  }
 }

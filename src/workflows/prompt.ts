@@ -13,20 +13,20 @@ import {
   TimeoutFailure,
   upsertSearchAttributes,
   workflowInfo,
+  type ExternalWorkflowHandle,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { DEFAULT_RETRY_AFTER_MS, FailureType, RETRY_POLICIES } from '../contract/failures';
+import { promptBlockedSignal, promptRateLimitedSignal, unblockSignal } from '../contract/messages';
+import { StateAttr } from '../contract/search-attributes';
 import {
-  FailureType,
-  promptBlockedSignal,
-  promptRateLimitedSignal,
   rowFields,
-  StateAttr,
-  unblockSignal,
   type PollOutcome,
   type PromptInput,
   type PromptResult,
+  type RowFields,
   type SubmitResult,
-} from '../shared';
+} from '../contract/types';
 
 function applicationFailure(err: unknown): ApplicationFailure | undefined {
   return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause : undefined;
@@ -38,92 +38,128 @@ function failureCode(failure: ApplicationFailure | undefined, fallback: string):
 }
 
 export async function promptWorkflow(input: PromptInput): Promise<PromptResult> {
-  const { row, batchId, poll } = input;
-  const { submitJob } = proxyActivities<Activities>({
-    startToCloseTimeout: input.activityTimeoutMs,
-    retry: {
-      initialInterval: '2s',
-      backoffCoefficient: 2,
-      maximumInterval: '2m',
-      nonRetryableErrorTypes: [
-        FailureType.Unauthorized,
-        FailureType.Forbidden,
-        FailureType.RateLimited,
-        FailureType.InvalidRequest,
-        FailureType.NotFound,
-      ],
-    },
-  });
+  const prompt = new PromptRun(input);
+  const submit = await submitOnce(prompt);
+  if ('failed' in submit) return submit.failed;
+  upsertSearchAttributes([{ key: StateAttr, value: 'running' }]);
+  return pollUntilDone(prompt, submit.submitted, submit.rateLimits);
+}
 
-  const parent = workflowInfo().parent;
-  const batch = parent ? getExternalWorkflowHandle(parent.workflowId) : undefined;
-  let unblocked = false;
-  setHandler(unblockSignal, () => void (unblocked = true));
-  let pausedMs = 0;
+/** What both phases of a prompt share: its batch, the pause it may wait on, and how it ends. */
+class PromptRun {
+  /** The batch that started this prompt (absent when run on its own). */
+  readonly batch: ExternalWorkflowHandle | undefined;
+  /** Time spent waiting for `unblock`; it does not count against the job's deadline. */
+  pausedMs = 0;
+  private unblocked = false;
+  private readonly base: RowFields;
 
-  const base = rowFields(row);
-  const finish = (rest: Omit<PromptResult, keyof typeof base | 'finishedAt'>): PromptResult => {
+  constructor(readonly input: PromptInput) {
+    const parent = workflowInfo().parent;
+    this.batch = parent ? getExternalWorkflowHandle(parent.workflowId) : undefined;
+    setHandler(unblockSignal, () => void (this.unblocked = true));
+    this.base = rowFields(input.row);
+  }
+
+  finish(rest: Omit<PromptResult, keyof RowFields | 'finishedAt'>): PromptResult {
     upsertSearchAttributes([{ key: StateAttr, value: rest.status }]);
-    return { ...base, ...rest, finishedAt: new Date().toISOString() };
-  };
+    return { ...this.base, ...rest, finishedAt: new Date().toISOString() };
+  }
 
   /** 401/403: tell the batch (it pauses) and wait until it says the key was fixed. */
-  const waitForUnblock = async (failure: ApplicationFailure) => {
+  async waitForUnblock(failure: ApplicationFailure): Promise<void> {
     const since = Date.now();
-    unblocked = false;
+    this.unblocked = false;
     upsertSearchAttributes([{ key: StateAttr, value: 'blocked' }]);
-    if (batch) await batch.signal(promptBlockedSignal, { rowId: row.id, reason: failure.message });
-    await condition(() => unblocked);
-    pausedMs += Date.now() - since;
-  };
+    if (this.batch)
+      await this.batch.signal(promptBlockedSignal, { rowId: this.input.row.id, reason: failure.message });
+    await condition(() => this.unblocked);
+    this.pausedMs += Date.now() - since;
+  }
+}
 
-  let submitted: SubmitResult | undefined;
+/**
+ * Submits the row's job: transient errors are retried by Temporal with the same Idempotency-Key; a 429 tells
+ * the batch and sleeps durably for Retry-After; a 401/403 waits for the batch to resume; anything else ends
+ * the row as failed.
+ */
+async function submitOnce(
+  prompt: PromptRun,
+): Promise<{ submitted: SubmitResult; rateLimits: number } | { failed: PromptResult }> {
+  const { row, batchId } = prompt.input;
+  const { submitJob } = proxyActivities<Activities>({
+    startToCloseTimeout: prompt.input.activityTimeoutMs,
+    retry: RETRY_POLICIES.submitJob,
+  });
   let rateLimits = 0;
-  while (!submitted) {
+  for (;;) {
     try {
-      submitted = await submitJob.executeWithOptions({ summary: `submit row ${row.id}` }, [{ batchId, row }]);
+      const submitted = await submitJob.executeWithOptions({ summary: `submit row ${row.id}` }, [
+        { batchId, row },
+      ]);
+      return { submitted, rateLimits };
     } catch (err) {
       if (isCancellation(err)) {
-        return finish({
-          status: 'failed',
-          attempts: 1 + rateLimits,
-          polls: 0,
-          errorCode: 'cancelled',
-          errorMessage: 'the batch was cancelled before this row was submitted',
-        });
+        return {
+          failed: prompt.finish({
+            status: 'failed',
+            attempts: 1 + rateLimits,
+            polls: 0,
+            errorCode: 'cancelled',
+            errorMessage: 'the batch was cancelled before this row was submitted',
+          }),
+        };
       }
       const failure = applicationFailure(err);
       if (failure?.type === FailureType.RateLimited) {
-        const { retryAfterMs } = (failure.details?.[0] ?? { retryAfterMs: 1000 }) as { retryAfterMs: number };
-        if (batch)
-          await batch.signal(promptRateLimitedSignal, { rowId: row.id, untilMs: Date.now() + retryAfterMs });
+        const { retryAfterMs } = (failure.details?.[0] ?? { retryAfterMs: DEFAULT_RETRY_AFTER_MS }) as {
+          retryAfterMs: number;
+        };
+        if (prompt.batch)
+          await prompt.batch.signal(promptRateLimitedSignal, {
+            rowId: row.id,
+            untilMs: Date.now() + retryAfterMs,
+          });
         rateLimits += 1;
         await sleep(retryAfterMs, {
           summary: `429: waiting ${Math.ceil(retryAfterMs / 1000)} s as Retry-After asked`,
         });
       } else if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
-        await waitForUnblock(failure);
+        await prompt.waitForUnblock(failure);
       } else {
-        return finish({
-          status: 'failed',
-          attempts: 1 + rateLimits,
-          polls: 0,
-          errorCode: failureCode(failure, 'submit_failed'),
-          errorMessage: failure?.message ?? String(err),
-        });
+        return {
+          failed: prompt.finish({
+            status: 'failed',
+            attempts: 1 + rateLimits,
+            polls: 0,
+            errorCode: failureCode(failure, 'submit_failed'),
+            errorMessage: failure?.message ?? String(err),
+          }),
+        };
       }
     }
   }
-  upsertSearchAttributes([{ key: StateAttr, value: 'running' }]);
-  const attempts = submitted.attempts + rateLimits;
+}
+
+/**
+ * Polls the submitted job until it is terminal (downloading it with --download) or its deadline passes;
+ * 401/403 wait for the batch to resume, and the time paused does not count against the deadline.
+ */
+async function pollUntilDone(
+  prompt: PromptRun,
+  submitted: SubmitResult,
+  rateLimits: number,
+): Promise<PromptResult> {
+  const { input } = prompt;
+  const { poll } = input;
   const common = {
     jobId: submitted.jobId,
-    attempts,
+    attempts: submitted.attempts + rateLimits,
     submittedAt: new Date(submitted.submittedAt).toISOString(),
   };
 
   const deadlinePassed = () =>
-    finish({
+    prompt.finish({
       ...common,
       status: 'failed',
       polls: 0,
@@ -132,21 +168,12 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
     });
 
   for (;;) {
-    const remaining = submitted.submittedAt + input.jobDeadlineMs + pausedMs - Date.now();
+    const remaining = submitted.submittedAt + input.jobDeadlineMs + prompt.pausedMs - Date.now();
     if (remaining <= 0) return deadlinePassed();
     const { pollJob } = proxyActivities<Activities>({
       startToCloseTimeout: input.activityTimeoutMs,
       scheduleToCloseTimeout: remaining,
-      retry: {
-        initialInterval: poll.intervalMs,
-        backoffCoefficient: 1,
-        nonRetryableErrorTypes: [
-          FailureType.Unauthorized,
-          FailureType.Forbidden,
-          FailureType.NotFound,
-          FailureType.InvalidRequest,
-        ],
-      },
+      retry: RETRY_POLICIES.pollJob(poll.intervalMs),
     });
     let outcome: PollOutcome;
     try {
@@ -155,7 +182,7 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
       ]);
     } catch (err) {
       if (isCancellation(err)) {
-        return finish({
+        return prompt.finish({
           ...common,
           status: 'failed',
           polls: 0,
@@ -173,10 +200,10 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
       }
       const failure = applicationFailure(err);
       if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
-        await waitForUnblock(failure);
+        await prompt.waitForUnblock(failure);
         continue;
       }
-      return finish({
+      return prompt.finish({
         ...common,
         status: 'failed',
         polls: 0,
@@ -185,9 +212,9 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
       });
     }
     if (outcome.status === 'succeeded' && outcome.url && input.downloadDir) {
-      return finish({ ...common, ...outcome, ...(await download(input, outcome.url)) });
+      return prompt.finish({ ...common, ...outcome, ...(await download(input, outcome.url)) });
     }
-    return finish({ ...common, ...outcome });
+    return prompt.finish({ ...common, ...outcome });
   }
 }
 
@@ -195,7 +222,7 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
 async function download(input: PromptInput, url: string): Promise<Partial<PromptResult>> {
   const { downloadVideo } = proxyActivities<Activities>({
     startToCloseTimeout: '10m',
-    retry: { initialInterval: '2s', backoffCoefficient: 2, maximumAttempts: 6 },
+    retry: RETRY_POLICIES.downloadVideo,
   });
   try {
     return await downloadVideo.executeWithOptions({ summary: `download ${input.row.id}.mp4` }, [

@@ -1,0 +1,106 @@
+// The one place where activities turn errors into Temporal failures: which type, retried by Temporal or not
+// (contract/failures.ts lists which types each activity never retries), and how long until the next attempt.
+import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailureCategory } from '@temporalio/common';
+import {
+  DEFAULT_RETRY_AFTER_MS,
+  FailureType,
+  isNonRetryable,
+  type ClassifiedActivity,
+} from '../contract/failures';
+import type { DownloadError } from '../errors';
+import {
+  AuthenticationError,
+  BadRequestError,
+  GatewayError,
+  NotFoundError,
+  PermissionDeniedError,
+  RateLimitError,
+  type PacerBusyError,
+} from '../gateway/errors';
+
+/** The failure type of an error, and the details the workflow needs to act on it. */
+function classify(err: unknown): { type: string; details?: unknown } {
+  if (err instanceof AuthenticationError) return { type: FailureType.Unauthorized };
+  if (err instanceof PermissionDeniedError) return { type: FailureType.Forbidden };
+  if (err instanceof NotFoundError)
+    return { type: FailureType.NotFound, details: { code: err.code ?? 'not_found' } };
+  if (err instanceof BadRequestError)
+    return { type: FailureType.InvalidRequest, details: { code: err.code ?? 'invalid_request' } };
+  if (err instanceof RateLimitError) return { type: FailureType.RateLimited };
+  return { type: err instanceof GatewayError ? err.name : 'Error' };
+}
+
+/**
+ * A failed gateway call of `activity`. `retryDelayMs` is the delay before Temporal's next attempt of a
+ * transient error (the poll schedule); default: the retry policy's. A 429 waits at least for its Retry-After:
+ * on submit the workflow holds the batch that long, on poll Temporal waits that long.
+ */
+export function toFailure(
+  err: unknown,
+  activity: ClassifiedActivity,
+  retryDelayMs?: number,
+): ApplicationFailure {
+  const message = err instanceof Error ? err.message : String(err);
+  const { type, details } = classify(err);
+  const rateLimitWaitMs =
+    err instanceof RateLimitError
+      ? Math.max(err.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS, retryDelayMs ?? 0)
+      : undefined;
+  if (isNonRetryable(activity, type)) {
+    const shown = rateLimitWaitMs === undefined ? details : { retryAfterMs: rateLimitWaitMs };
+    return ApplicationFailure.create({
+      type,
+      message,
+      nonRetryable: true,
+      details: shown === undefined ? undefined : [shown],
+    });
+  }
+  const nextRetryDelay = rateLimitWaitMs ?? retryDelayMs;
+  return ApplicationFailure.create({
+    type,
+    message,
+    ...(nextRetryDelay !== undefined ? { nextRetryDelay } : {}),
+  });
+}
+
+/** The pacer is busy: come back when it said, without counting a failure (nothing was sent). */
+export function pacerBusy(err: PacerBusyError): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: FailureType.PacerBusy,
+    message: err.message,
+    nextRetryDelay: err.retryAfterMs,
+    category: ApplicationFailureCategory.BENIGN,
+  });
+}
+
+/**
+ * The job is not finished (or not due for a check yet): the normal case of polling by retries, so a benign
+ * failure (no warning logs, no failure metrics) whose delay is the poll schedule's.
+ */
+export function jobNotFinished(message: string, nextRetryDelay: number): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: FailureType.JobNotFinished,
+    message,
+    nextRetryDelay,
+    category: ApplicationFailureCategory.BENIGN,
+  });
+}
+
+/** The CSV is not the file the batch was started from; the batch cannot go on until it is restored. */
+export function csvChanged(message: string): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: FailureType.CsvChanged,
+    message,
+    nonRetryable: isNonRetryable('readRows', FailureType.CsvChanged),
+  });
+}
+
+/** A video could not be fetched or verified; retried only when trying again can help. */
+export function downloadFailed(err: DownloadError): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: FailureType.DownloadFailed,
+    message: err.message,
+    nonRetryable: !err.retryable,
+  });
+}

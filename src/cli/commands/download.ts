@@ -1,0 +1,33 @@
+// `vidbatch download`.
+import { dirname, join } from 'node:path';
+import { type Command, Option } from 'commander';
+import { findManifest } from '../../client/batch-status';
+import { resolveBatchId } from '../../client/batches';
+import { downloadBatch } from '../../results/download';
+import { batchArg, EXIT, withSession } from '../support';
+
+export function registerDownloadCommand(program: Command): void {
+  program
+    .command('download')
+    .description(
+      'Download every finished .mp4 of a batch, verified (status, type, size, MP4 signature, sha256); resumes and never overwrites a verified file.',
+    )
+    .argument(...batchArg)
+    .option('--dir <dir>', 'where to put the videos (default: <manifest folder>/videos)')
+    .option('--concurrency <n>', 'downloads at once', '4')
+    .addOption(
+      new Option('--out-root <dir>', 'root of the output folders').env('VIDBATCH_OUT_ROOT').default('out'),
+    )
+    .action(async (ref: string, o: { dir?: string; concurrency: string; outRoot: string }) => {
+      const batchId = await resolveBatchId(ref);
+      const manifest = await withSession((s) => findManifest(s.client, batchId, o.outRoot));
+      const dir = o.dir ?? join(dirname(manifest), 'videos');
+      const reports = await downloadBatch(manifest, dir, Number(o.concurrency));
+      const failed = reports.filter((r) => r.error);
+      console.log(
+        `${reports.length - failed.length} videos verified in ${dir} (${reports.filter((r) => r.reused).length} already there), ${failed.length} failed`,
+      );
+      for (const f of failed) console.error(`  ${f.rowId}: ${f.error}`);
+      process.exitCode = failed.length ? EXIT.rowsFailed : EXIT.ok;
+    });
+}

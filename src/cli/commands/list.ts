@@ -1,0 +1,21 @@
+// `vidbatch list`.
+import { type Command } from 'commander';
+import { listBatches } from '../../client/batch-status';
+import { withSession } from '../support';
+
+export function registerListCommand(program: Command): void {
+  program
+    .command('list')
+    .description('Recent batches with their state and counts, from Temporal visibility.')
+    .option('--limit <n>', 'how many', '20')
+    .option('--json', 'print as JSON')
+    .action(async (o: { limit: string; json?: boolean }) => {
+      const rows = await withSession((s) => listBatches(s.client, Number(o.limit)));
+      if (o.json) return console.log(JSON.stringify(rows, null, 2));
+      if (!rows.length) return console.log('no batches yet');
+      for (const r of rows) {
+        const counts = r.total === undefined ? '' : `${r.succeeded} ok, ${r.failed} failed of ${r.total}`;
+        console.log(`${r.batchId}  ${r.workflowStatus.padEnd(16)} ${r.startTime.toISOString()}  ${counts}`);
+      }
+    });
+}

@@ -1,0 +1,95 @@
+// `vidbatch simulator`.
+import { type Command, Option } from 'commander';
+import { startSimulator } from '../../simulator/server';
+import { number, waitForCtrlC } from '../support';
+
+export function registerSimulatorCommand(program: Command): void {
+  program
+    .command('simulator')
+    .description('Run the Model Gateway simulator (for tests, benchmarks and demos without a paid key).')
+    .addOption(new Option('--port <n>', 'port').env('SIMULATOR_PORT').argParser(number).default(8787))
+    .addOption(new Option('--host <host>', 'address to bind').default('127.0.0.1'))
+    .addOption(new Option('--api-key <key>', 'register this key (sk-...) at start').env('GATEWAY_API_KEY'))
+    .addOption(new Option('--job-seconds <s>', 'mean job latency').argParser(number).default(20))
+    .addOption(new Option('--job-jitter <s>', 'job latency jitter, ± seconds').argParser(number).default(5))
+    .addOption(
+      new Option('--rate-limit <rps>', 'requests/second per key over all endpoints (0 = off)')
+        .argParser(number)
+        .default(0),
+    )
+    .addOption(new Option('--burst <n>', 'token bucket size (default: the rate)').argParser(number))
+    .addOption(
+      new Option('--max-running <n>', 'unfinished jobs per key (0 = off)').argParser(number).default(0),
+    )
+    .addOption(
+      new Option('--retry-after-format <fmt>', 'Retry-After as seconds or an HTTP-date')
+        .choices(['seconds', 'date'])
+        .default('seconds'),
+    )
+    .addOption(
+      new Option('--url-ttl <s>', 'result URLs expire after this many seconds (0 = never)')
+        .argParser(number)
+        .default(0),
+    )
+    .addOption(new Option('--seed <n>', 'seed of the fault dice').argParser(number).default(1))
+    .addOption(new Option('--fault-5xx <p>', 'probability of a 503').argParser(number).default(0))
+    .addOption(
+      new Option('--fault-slow <p>', 'probability of a response slower than --slow-ms')
+        .argParser(number)
+        .default(0),
+    )
+    .addOption(new Option('--slow-ms <ms>', 'delay of a slow response').argParser(number).default(30_000))
+    .addOption(
+      new Option('--fault-drop <p>', 'probability of a dropped connection').argParser(number).default(0),
+    )
+    .addOption(
+      new Option('--fault-malformed <p>', 'probability of a malformed JSON body')
+        .argParser(number)
+        .default(0),
+    )
+    .addOption(
+      new Option('--fault-unknown-status <p>', 'probability of an undocumented status value')
+        .argParser(number)
+        .default(0),
+    )
+    .addOption(
+      new Option('--fault-job-failure <p>', 'probability that a job fails').argParser(number).default(0),
+    )
+    .addOption(
+      new Option('--moderation-words <words>', 'comma-separated words that fail moderation').default(''),
+    )
+    .action(async (o: Record<string, unknown>) => {
+      const sim = await startSimulator({
+        port: o.port as number,
+        host: o.host as string,
+        apiKeys: o.apiKey ? [o.apiKey as string] : undefined,
+        jobSeconds: o.jobSeconds as number,
+        jobJitterSeconds: o.jobJitter as number,
+        rateLimit: o.rateLimit as number,
+        burst: o.burst as number | undefined,
+        maxRunningJobs: o.maxRunning as number,
+        retryAfterFormat: o.retryAfterFormat as 'seconds' | 'date',
+        urlTtlSeconds: o.urlTtl as number,
+        seed: o.seed as number,
+        faults: {
+          error5xx: o.fault5xx as number,
+          slow: o.faultSlow as number,
+          slowMs: o.slowMs as number,
+          drop: o.faultDrop as number,
+          malformed: o.faultMalformed as number,
+          unknownStatus: o.faultUnknownStatus as number,
+          jobFailure: o.faultJobFailure as number,
+          moderationWords: String(o.moderationWords)
+            .split(',')
+            .map((w) => w.trim())
+            .filter(Boolean),
+        },
+      });
+      console.log(`Model Gateway simulator listening.`);
+      console.log(`export GATEWAY_BASE_URL=${sim.baseUrl}`);
+      console.log(`export GATEWAY_API_KEY=${sim.apiKey}`);
+      console.log(`Admin API: ${sim.origin}/admin (keys, stats, faults)`);
+      await waitForCtrlC();
+      await sim.close();
+    });
+}

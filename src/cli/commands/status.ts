@@ -1,0 +1,49 @@
+// `vidbatch status`.
+import { type Command } from 'commander';
+import { batchStatus, type BatchStatus } from '../../client/batch-status';
+import { resolveBatchId } from '../../client/batches';
+import { historyStats } from '../../client/history-stats';
+import { progressLine } from '../progress-view';
+import { batchArg, EXIT, summaryLine, withSession } from '../support';
+
+export function registerStatusCommand(program: Command): void {
+  program
+    .command('status')
+    .description('Where a batch stands: counts, throughput, ETA, rate limiting, pause reason.')
+    .argument(...batchArg)
+    .option('--history', 'also count history events of the batch and its prompts (one fetch per workflow)')
+    .option('--json', 'print as JSON')
+    .action(async (ref: string, o: { json?: boolean; history?: boolean }) => {
+      const batchId = await resolveBatchId(ref);
+      const [status, history] = await withSession(
+        async (s) =>
+          [
+            await batchStatus(s.client, batchId),
+            o.history ? await historyStats(s.client, batchId) : undefined,
+          ] as const,
+      );
+      if (o.json) console.log(JSON.stringify(history ? { ...status, history } : status, null, 2));
+      else {
+        printStatus(status);
+        if (history) {
+          console.log(
+            `history: ${history.eventsPerPrompt.toFixed(1)} events per prompt (batch ${history.batchEvents} in ${history.batchRuns} runs, prompts ${history.promptEvents}); largest run ${history.largestRunEvents} events`,
+          );
+        }
+      }
+      process.exitCode =
+        status.workflowStatus === 'COMPLETED' || status.workflowStatus === 'RUNNING' ? EXIT.ok : EXIT.error;
+    });
+}
+
+function printStatus(s: BatchStatus): void {
+  console.log(
+    `${s.batchId}: ${s.workflowStatus} (started ${s.startTime.toISOString()}${s.closeTime ? `, closed ${s.closeTime.toISOString()}` : ''})`,
+  );
+  if (s.progress) console.log(progressLine(s.progress));
+  else if (s.result) console.log(summaryLine(s.result, true));
+  const states = Object.entries(s.promptStates)
+    .filter(([, n]) => n > 0)
+    .map(([state, n]) => `${state} ${n}`);
+  console.log(`prompt workflows: ${states.join(', ') || 'none yet'}`);
+}

@@ -1,0 +1,28 @@
+// `vidbatch watch`.
+import { type Command } from 'commander';
+import { batchHandle, followBatch, resolveBatchId } from '../../client/batches';
+import { createProgressView } from '../progress-view';
+import { batchArg, EXIT, summaryLine, withSession } from '../support';
+
+export function registerWatchCommand(program: Command): void {
+  program
+    .command('watch')
+    .description('Follow a batch with a live progress bar until it is done (Ctrl-C stops watching only).')
+    .argument(...batchArg)
+    .action(async (ref: string) => {
+      const batchId = await resolveBatchId(ref);
+      await withSession(async (session) => {
+        const abort = new AbortController();
+        process.once('SIGINT', () => abort.abort());
+        const view = createProgressView();
+        const result = await followBatch(
+          batchHandle(session.client, batchId),
+          (p) => view.update(p),
+          abort.signal,
+        );
+        view.stop();
+        if (result) console.log(`${batchId}: ${summaryLine(result)}`);
+        process.exitCode = !result ? EXIT.interrupted : result.failed ? EXIT.rowsFailed : EXIT.ok;
+      });
+    });
+}

@@ -1,0 +1,150 @@
+// Batches from the client side: the id of a CSV's batch, start or attach, follow until done. The batch id
+// comes from the CSV's content, so running the same file again attaches to the same batch.
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { progressQuery } from '../contract/messages';
+import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
+import {
+  DEFAULT_BATCH_OPTIONS,
+  type BatchInput,
+  type BatchOptions,
+  type BatchProgress,
+  type BatchResult,
+} from '../contract/types';
+import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
+import { batchWorkflow } from '../workflows';
+import type { Session } from './session';
+
+export function batchIdFor(csv: ParsedCsv): string {
+  return `batch-${csv.sha256.slice(0, 16)}`;
+}
+
+const BATCH_ID = /^batch-[0-9a-f]{16}$/;
+
+/** A batch is named by its id or by the CSV it was made from. */
+export async function resolveBatchId(ref: string): Promise<string> {
+  if (BATCH_ID.test(ref)) return ref;
+  if (existsSync(ref)) return batchIdFor(await loadCsv(ref));
+  throw new Error(`"${ref}" is neither a batch id (batch-<16 hex>) nor a CSV file`);
+}
+
+export function batchHandle(client: Client, batchId: string): WorkflowHandle<typeof batchWorkflow> {
+  return client.workflow.getHandle<typeof batchWorkflow>(batchId);
+}
+
+export interface StartBatchOptions extends Partial<Omit<BatchOptions, 'poll'>> {
+  poll?: Partial<BatchOptions['poll']>;
+  /** This batch retries the failed rows of that one. */
+  retryOf?: string;
+}
+
+/** Drops undefined values, so an unset flag never overrides a default. */
+function definedOnly<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+export interface StartedBatch {
+  handle: WorkflowHandle<typeof batchWorkflow>;
+  batchId: string;
+  /** The batch was already running or completed: this attached to it. */
+  attached: boolean;
+  csv: ParsedCsv;
+}
+
+/** Validates the CSV (nothing is submitted from a file with errors), then starts its batch or attaches to it. */
+export async function startBatch(
+  session: Session,
+  csvPath: string,
+  options: StartBatchOptions = {},
+  /** The file already parsed and validated by the caller, so it is not read twice. */
+  parsed?: ParsedCsv,
+): Promise<StartedBatch> {
+  const csv = parsed ?? (await loadValidCsv(csvPath));
+  const batchId = batchIdFor(csv);
+  const { retryOf, ...rest } = options;
+  const batchOptions: BatchOptions = {
+    ...DEFAULT_BATCH_OPTIONS,
+    ...definedOnly(rest),
+    poll: { ...DEFAULT_BATCH_OPTIONS.poll, ...definedOnly(options.poll ?? {}) },
+    ...(options.outDir ? { outDir: resolve(options.outDir) } : {}),
+  };
+  const input: BatchInput = {
+    batchId,
+    csvPath: resolve(csvPath),
+    csvSha256: csv.sha256,
+    totalRows: csv.rows.length,
+    options: batchOptions,
+    ...(retryOf ? { retryOf } : {}),
+  };
+  const previous = await session.client.workflow
+    .getHandle(batchId)
+    .describe()
+    .catch(() => undefined);
+  // Failed, cancelled or terminated batches may be started again; running or completed ones are attached to.
+  const attached = !!previous && ['RUNNING', 'COMPLETED', 'CONTINUED_AS_NEW'].includes(previous.status.name);
+  try {
+    const handle = await session.client.workflow.start(batchWorkflow, {
+      workflowId: batchId,
+      taskQueue: session.taskQueue,
+      args: [input],
+      // Same file again: attach to the running batch; a finished batch is never run twice.
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
+      typedSearchAttributes: [
+        { key: BatchIdAttr, value: batchId },
+        { key: StateAttr, value: 'running' },
+      ],
+      staticSummary: `vidbatch: ${csv.rows.length} prompts from ${csvPath}`,
+      staticDetails:
+        `**CSV:** ${resolve(csvPath)}\n\n**sha256:** ${csv.sha256}\n\n**Window:** ${batchOptions.concurrency} prompts` +
+        (retryOf ? `\n\n**Retries the failed rows of:** ${retryOf}` : ''),
+      ...(retryOf ? { memo: { retryOf } } : {}),
+    });
+    return { handle, batchId, attached, csv };
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    return {
+      handle: session.client.workflow.getHandle<typeof batchWorkflow>(batchId),
+      batchId,
+      attached: true,
+      csv,
+    };
+  }
+}
+
+export async function getProgress(handle: WorkflowHandle): Promise<BatchProgress | undefined> {
+  try {
+    return await handle.query(progressQuery);
+  } catch {
+    return undefined; // between runs (continue-as-new) or no worker yet
+  }
+}
+
+/** Waits for the batch to finish, reporting progress; stops following (the batch keeps running) on abort. */
+export async function followBatch(
+  handle: WorkflowHandle<typeof batchWorkflow>,
+  onProgress: (p: BatchProgress) => void,
+  signal?: AbortSignal,
+  intervalMs = 1000,
+): Promise<BatchResult | undefined> {
+  let done = false;
+  // The result long-poll must be cancelled when we stop following, or it outlives the closed connection.
+  const stopFollowing = new AbortController();
+  signal?.addEventListener('abort', () => stopFollowing.abort(), { once: true });
+  const result = handle.client
+    .withAbortSignal(stopFollowing.signal, () => handle.result())
+    .finally(() => (done = true));
+  while (!done && !signal?.aborted) {
+    const p = await getProgress(handle);
+    if (p) onProgress(p);
+    await Promise.race([
+      sleep(intervalMs, undefined, { signal }).catch(() => undefined),
+      result.catch(() => undefined),
+    ]);
+  }
+  // Stopped by the caller: the batch goes on; report a result only if it happened to finish first.
+  if (signal?.aborted) return result.catch(() => undefined);
+  return result;
+}

@@ -1,0 +1,173 @@
+// Runs `temporal server start-dev` as a child process: persistent SQLite, Web UI on, vidbatch's search
+// attributes registered, free ports so parallel runs never collide, and a clean shutdown.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { dirname, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Connection } from '@temporalio/client';
+import { DevServerError } from '../errors';
+import { SEARCH_ATTRIBUTES } from '../contract/search-attributes';
+import { findTemporalCli, runCli, type FindCliOptions } from './cli-binary';
+
+export interface DevServerOptions extends FindCliOptions {
+  /** SQLite file; default `./.vidbatch/temporal.db`. Pass `':memory:'` for a throwaway server. */
+  dbFile?: string;
+  namespace?: string;
+  /** Fixed ports; each defaults to a free one. */
+  port?: number;
+  uiPort?: number;
+  headless?: boolean;
+  readyTimeoutMs?: number;
+}
+
+export interface DevServer {
+  address: string;
+  namespace: string;
+  uiUrl: string | undefined;
+  dbFile: string | undefined;
+  cliPath: string;
+  process: ChildProcess;
+  stop(): Promise<void>;
+}
+
+export const DEFAULT_DB_FILE = '.vidbatch/temporal.db';
+
+/** Asks the OS for a free TCP port on loopback. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolvePort(port));
+    });
+  });
+}
+
+async function waitUntilReady(address: string, child: ChildProcess, output: () => string, timeoutMs: number) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) {
+      throw new DevServerError(`temporal server exited with code ${child.exitCode}:\n${output()}`);
+    }
+    try {
+      const connection = await Connection.connect({ address, connectTimeout: 1000 });
+      try {
+        await connection.workflowService.getSystemInfo({});
+        return;
+      } finally {
+        await connection.close();
+      }
+    } catch {
+      await sleep(200);
+    }
+  }
+  throw new DevServerError(`temporal server at ${address} was not ready after ${timeoutMs} ms:\n${output()}`);
+}
+
+async function waitForHttp(url: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const response = await fetch(url);
+      if (response.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await sleep(200);
+  }
+  throw new DevServerError(`the Temporal Web UI at ${url} did not answer after ${timeoutMs} ms`);
+}
+
+/** Registers vidbatch's search attributes; start-dev ignores --search-attribute for an existing db file. */
+async function registerSearchAttributes(cli: string, address: string, namespace: string): Promise<void> {
+  for (const { name, type } of SEARCH_ATTRIBUTES) {
+    try {
+      await runCli(cli, [
+        'operator',
+        'search-attribute',
+        'create',
+        '--address',
+        address,
+        '--namespace',
+        namespace,
+        '--name',
+        name,
+        '--type',
+        type,
+      ]);
+    } catch (err) {
+      const stderr = String((err as { stderr?: string }).stderr ?? err);
+      if (!/already exists/i.test(stderr)) {
+        throw new DevServerError(`registering search attribute ${name} failed: ${stderr.split('\n')[0]}`);
+      }
+    }
+  }
+}
+
+export async function startDevServer(options: DevServerOptions = {}): Promise<DevServer> {
+  const log = options.log ?? ((m: string) => console.error(m));
+  const { path: cliPath } = await findTemporalCli(options);
+  const namespace = options.namespace ?? 'default';
+  const port = options.port ?? (await freePort());
+  const uiPort = options.uiPort ?? (await freePort());
+  const dbFile = options.dbFile === ':memory:' ? undefined : resolve(options.dbFile ?? DEFAULT_DB_FILE);
+  const dbExisted = dbFile !== undefined && existsSync(dbFile);
+  if (dbFile) await mkdir(dirname(dbFile), { recursive: true });
+
+  const args = [
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--http-port',
+    String(await freePort()),
+    '--metrics-port',
+    String(await freePort()),
+    '--namespace',
+    namespace,
+    '--log-level',
+    'warn',
+    ...SEARCH_ATTRIBUTES.flatMap(({ name, type }) => ['--search-attribute', `${name}=${type}`]),
+    ...(dbFile ? ['--db-filename', dbFile] : []),
+    ...(options.headless ? ['--headless'] : ['--ui-port', String(uiPort)]),
+  ];
+  const child = spawn(cliPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const keep = (chunk: Buffer) => {
+    output = (output + chunk.toString()).slice(-8000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  // A dev server must never outlive the process that started it.
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+
+  const address = `127.0.0.1:${port}`;
+  const uiUrl = options.headless ? undefined : `http://127.0.0.1:${uiPort}`;
+  const stop = async () => {
+    process.removeListener('exit', killOnExit);
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  };
+  try {
+    await waitUntilReady(address, child, () => output, options.readyTimeoutMs ?? 60_000);
+    if (dbExisted) await registerSearchAttributes(cliPath, address, namespace);
+    if (uiUrl) await waitForHttp(uiUrl, options.readyTimeoutMs ?? 60_000);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  log(`Temporal dev server ready at ${address}${uiUrl ? `, Web UI ${uiUrl}` : ''}`);
+  return { address, namespace, uiUrl, dbFile, cliPath, process: child, stop };
+}

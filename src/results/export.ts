@@ -1,0 +1,109 @@
+// Exports of a batch's manifest: succeeded and failed files, and the failed rows as a valid input CSV.
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { stringify } from 'csv-stringify/sync';
+import type { PromptResult } from '../contract/types';
+import { readManifest } from './manifest';
+
+/** The columns of an input CSV that reproduce a row exactly (input.* and parameters.* included). */
+export function inputRows(results: PromptResult[]): string[][] {
+  const inputKeys = [...new Set(results.flatMap((r) => Object.keys(r.input ?? {})))]
+    .filter((k) => k !== 'prompt')
+    .sort();
+  const paramKeys = [...new Set(results.flatMap((r) => Object.keys(r.parameters ?? {})))]
+    .filter((k) => k !== 'resolution' && k !== 'duration')
+    .sort();
+  const cell = (v: unknown) => (v === undefined ? '' : typeof v === 'string' ? v : JSON.stringify(v));
+  const header = [
+    'id',
+    'prompt',
+    'model',
+    'resolution',
+    'duration',
+    ...inputKeys.map((k) => `input.${k}`),
+    ...paramKeys.map((k) => `parameters.${k}`),
+  ];
+  return [
+    header,
+    ...results.map((r) => [
+      r.rowId,
+      r.prompt,
+      r.model,
+      cell(r.parameters?.resolution),
+      cell(r.parameters?.duration),
+      ...inputKeys.map((k) => cell(r.input?.[k])),
+      ...paramKeys.map((k) => cell(r.parameters?.[k])),
+    ]),
+  ];
+}
+
+const RESULT_COLUMNS = [
+  'rowId',
+  'line',
+  'status',
+  'prompt',
+  'model',
+  'jobId',
+  'url',
+  'errorCode',
+  'errorMessage',
+  'attempts',
+  'polls',
+  'submittedAt',
+  'finishedAt',
+] as const;
+
+export interface ExportedResults {
+  succeeded: number;
+  failed: number;
+  files: string[];
+}
+
+/**
+ * Writes `succeeded.<fmt>` and `failed.<fmt>` into `dir`. As CSV, the succeeded file lists results and the
+ * failed file is a valid input CSV (its errors go to `failed-errors.csv`), so it can be fixed and run again.
+ */
+export async function exportResults(
+  manifest: string,
+  dir: string,
+  format: 'csv' | 'jsonl',
+): Promise<ExportedResults> {
+  const results = (await readManifest(manifest)).sort((a, b) => a.line - b.line);
+  const succeeded = results.filter((r) => r.status === 'succeeded');
+  const failed = results.filter((r) => r.status === 'failed');
+  await mkdir(dir, { recursive: true });
+  const files: string[] = [];
+  const write = async (name: string, text: string) => {
+    files.push(join(dir, name));
+    await writeFile(join(dir, name), text);
+  };
+  if (format === 'jsonl') {
+    const jsonl = (rows: PromptResult[]) =>
+      rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : '');
+    await write('succeeded.jsonl', jsonl(succeeded));
+    await write('failed.jsonl', jsonl(failed));
+  } else {
+    const table = (rows: PromptResult[]) =>
+      stringify([[...RESULT_COLUMNS], ...rows.map((r) => RESULT_COLUMNS.map((c) => String(r[c] ?? '')))]);
+    await write('succeeded.csv', table(succeeded));
+    await write('failed.csv', stringify(inputRows(failed)));
+    await write('failed-errors.csv', table(failed));
+  }
+  return { succeeded: succeeded.length, failed: failed.length, files };
+}
+
+/** Writes an input CSV of the failed rows (optionally of one error code) and returns its path and row count. */
+export async function failedRowsCsv(
+  manifest: string,
+  dir: string,
+  batchId: string,
+  errorCode?: string,
+): Promise<{ path: string; rows: number }> {
+  const failed = (await readManifest(manifest))
+    .filter((r) => r.status === 'failed' && (!errorCode || r.errorCode === errorCode))
+    .sort((a, b) => a.line - b.line);
+  await mkdir(dir, { recursive: true });
+  const path = join(dir, `retry-of-${batchId}${errorCode ? `-${errorCode}` : ''}.csv`);
+  await writeFile(path, stringify(inputRows(failed)));
+  return { path, rows: failed.length };
+}

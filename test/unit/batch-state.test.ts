@@ -1,0 +1,193 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_BATCH_OPTIONS, type BatchOptions, type PromptResult } from '../../src/contract/types';
+import { BatchState } from '../../src/workflows/batch-state';
+
+/** A batch state whose effects are recorded in order. */
+function batch(options: Partial<BatchOptions> = {}, totalRows = 20, carry?: ReturnType<BatchState['carry']>) {
+  const effects: string[] = [];
+  const state = new BatchState(
+    { batchId: 'batch-1', totalRows, options: { ...DEFAULT_BATCH_OPTIONS, ...options }, carry },
+    1000,
+    { setState: (s) => effects.push(`state:${s}`), unblock: (rowId) => effects.push(`unblock:${rowId}`) },
+  );
+  return { state, effects };
+}
+
+function result(rowId: string, status: PromptResult['status']): PromptResult {
+  return {
+    rowId,
+    line: 2,
+    prompt: 'p',
+    model: 'm',
+    input: {},
+    parameters: {},
+    status,
+    attempts: 1,
+    polls: 1,
+    finishedAt: '',
+  };
+}
+
+describe('BatchState', () => {
+  it('starts prompts while the window has room, and counts what finishes', () => {
+    const { state } = batch({ concurrency: 2 });
+    expect(state.canStart(5, false)).toBe(true);
+    state.started('a');
+    state.started('b');
+    expect(state.canStart(5, false)).toBe(false);
+    expect(state.canStart(0, false)).toBe(false);
+    state.finished(result('a', 'succeeded'));
+    expect(state.canStart(5, false)).toBe(true);
+    expect(state.progress(1000)).toMatchObject({ started: 2, inFlight: 1, succeeded: 1, failed: 0 });
+    state.setConcurrency(1);
+    expect(state.canStart(5, false)).toBe(false);
+  });
+
+  it('an operator pause holds new prompts until resume, which unblocks the prompts that waited', () => {
+    const { state, effects } = batch();
+    state.started('a');
+    state.started('b');
+    state.pause('');
+    expect(state.pausedReason).toBe('paused by operator');
+    expect(state.canStart(5, false)).toBe(false);
+    state.promptBlocked('b', '403 key disabled');
+    state.promptBlocked('gone', 'not in flight: ignored');
+    expect(state.progress(1000).blocked).toBe(1);
+    const tick = state.tick;
+    state.resume();
+    expect(state.tick).toBeGreaterThan(tick);
+    expect(state.pausedReason).toBeNull();
+    expect(state.canStart(5, false)).toBe(true);
+    expect(effects).toEqual(['state:paused', 'unblock:b', 'state:running']);
+  });
+
+  it('a refused key pauses the batch once, naming the reason', () => {
+    const { state, effects } = batch();
+    state.started('a');
+    state.started('b');
+    state.promptBlocked('a', '401 unauthorized');
+    state.promptBlocked('b', '401 unauthorized');
+    expect(effects).toEqual(['state:paused']);
+    expect(state.pausedReason).toContain('the gateway refused the API key (401 unauthorized)');
+    state.finished(result('a', 'failed'));
+    expect(state.progress(1000).blocked).toBe(1);
+  });
+
+  it('a 429 gates new prompts until the latest Retry-After', () => {
+    const { state } = batch();
+    state.started('a');
+    state.started('b');
+    state.promptRateLimited('a', 5000);
+    state.promptRateLimited('b', 3000);
+    expect(state.gateUntil).toBe(5000);
+    expect(state.gateHeld(4999)).toBe(true);
+    expect(state.gateHeld(5000)).toBe(false);
+    expect(state.progress(4000)).toMatchObject({ rateLimited: 1, rateLimitedUntil: 5000 });
+    expect(state.progress(6000)).toMatchObject({ rateLimited: 0, rateLimitedUntil: null });
+  });
+
+  it('guard rails stop the batch once, with the first rail crossed', () => {
+    const failures = batch({ maxFailures: 2 });
+    for (const id of ['a', 'b', 'c']) failures.state.started(id);
+    failures.state.finished(result('a', 'failed'));
+    expect(failures.state.stoppedReason).toBeNull();
+    failures.state.finished(result('b', 'failed'));
+    expect(failures.state.stoppedReason).toBe('2 rows failed (--max-failures 2)');
+    failures.state.finished(result('c', 'failed'));
+    expect(failures.effects).toEqual(['state:stopped']);
+    expect(failures.state.canStart(5, false)).toBe(false);
+    expect(failures.state.allStarted()).toBe(true);
+
+    const rate = batch({ maxFailureRate: 0.5 });
+    for (let i = 0; i < 10; i++) rate.state.started(`r${i}`);
+    for (let i = 0; i < 6; i++) rate.state.finished(result(`r${i}`, 'failed'));
+    expect(rate.state.stoppedReason).toBeNull(); // fewer than 10 finished
+    for (let i = 6; i < 10; i++) rate.state.finished(result(`r${i}`, 'succeeded'));
+    expect(rate.state.stoppedReason).toBe('6 of 10 finished rows failed (--max-failure-rate 0.5)');
+
+    const spend = batch({ maxSubmissions: 3 }, 10);
+    for (const id of ['a', 'b']) spend.state.started(id);
+    expect(spend.state.stoppedReason).toBeNull();
+    spend.state.started('c');
+    expect(spend.state.stoppedReason).toBe('3 jobs submitted (--max-submissions 3)');
+    expect(spend.state.result()).toMatchObject({ notStarted: 7, stoppedReason: spend.state.stoppedReason });
+    // A cap equal to the file's size is no stop.
+    const whole = batch({ maxSubmissions: 2 }, 2);
+    whole.state.started('a');
+    whole.state.started('b');
+    expect(whole.state.stoppedReason).toBeNull();
+  });
+
+  it('the batch deadline: a timer while it is ahead, a stop once it passed', () => {
+    expect(batch().state.untilDeadline(1000)).toBeUndefined();
+    const ahead = batch({ deadlineAt: 61_000 });
+    expect(ahead.state.untilDeadline(1000)).toBe(60_000);
+    expect(ahead.state.stoppedReason).toBeNull();
+    ahead.state.deadlinePassed();
+    expect(ahead.state.stoppedReason).toBe('the batch deadline passed');
+    const passed = batch({ deadlineAt: 500 });
+    expect(passed.state.untilDeadline(1000)).toBeUndefined();
+    expect(passed.effects).toEqual(['state:stopped']);
+  });
+
+  it('a run is full after promptsPerRun prompts or when Temporal suggests continue-as-new', () => {
+    const { state } = batch({ promptsPerRun: 2 });
+    expect(state.runFull(false)).toBe(false);
+    expect(state.runFull(true)).toBe(true);
+    state.started('a');
+    state.started('b');
+    expect(state.runFull(false)).toBe(true);
+    expect(state.canStart(5, state.runFull(false))).toBe(false);
+  });
+
+  it('carries counts, window, pause, gate and stop across continue-as-new', () => {
+    const first = batch({ concurrency: 3 }, 10);
+    first.state.started('a');
+    first.state.started('b');
+    first.state.finished(result('a', 'succeeded'));
+    first.state.finished(result('b', 'failed'));
+    first.state.setConcurrency(7);
+    first.state.promptRateLimited('x', 9000);
+    first.state.manifestPath = '/out/manifest.jsonl';
+    first.state.pause('night');
+    const carry = first.state.carry();
+    expect(carry).toEqual({
+      nextRow: 2,
+      counts: { succeeded: 1, failed: 1 },
+      startedAt: 1000,
+      concurrency: 7,
+      pausedReason: 'night',
+      gateUntil: 9000,
+      manifestPath: '/out/manifest.jsonl',
+      runs: 1,
+      stoppedReason: null,
+    });
+    const next = batch({ concurrency: 3 }, 10, carry).state;
+    expect(next.progress(2000)).toMatchObject({
+      started: 2,
+      succeeded: 1,
+      failed: 1,
+      concurrency: 7,
+      pausedReason: 'night',
+      startedAt: 1000,
+      manifestPath: '/out/manifest.jsonl',
+      inFlight: 0,
+    });
+    expect(next.carry().runs).toBe(2);
+    expect(next.result()).toEqual({
+      batchId: 'batch-1',
+      total: 10,
+      succeeded: 1,
+      failed: 1,
+      manifestPath: '/out/manifest.jsonl',
+      notStarted: 8,
+    });
+  });
+
+  it('accepts only whole windows from 1 to 10000', () => {
+    expect(() => BatchState.checkConcurrency(1)).not.toThrow();
+    expect(() => BatchState.checkConcurrency(10_000)).not.toThrow();
+    for (const bad of [0, -1, 1.5, 10_001, Number.NaN])
+      expect(() => BatchState.checkConcurrency(bad)).toThrow('concurrency must be a whole number');
+  });
+});

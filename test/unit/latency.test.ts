@@ -1,0 +1,101 @@
+import { describe, expect, it } from 'vitest';
+import { LatencyTracker } from '../../src/activities/latency';
+
+/** A seeded uniform generator, so that these runs are the same every time. */
+function uniform(seed: number): (a: number, b: number) => number {
+  let x = seed;
+  return (a, b) => {
+    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+    return a + ((x >>> 8) / 2 ** 24) * (b - a);
+  };
+}
+
+/** Jobs one after another, each first checked when the tracker says (or at 30 s), plus a random delay. */
+function runJobs(
+  tracker: LatencyTracker,
+  clock: { now: number },
+  jobs: number,
+  latency: () => number,
+  delay: () => number,
+  prefix: string,
+) {
+  for (let i = 0; i < jobs; i++) {
+    const id = `${prefix}-${i}`;
+    const age = (tracker.firstCheckAge(id) ?? 30_000) + delay();
+    tracker.checked(id, age, latency() <= age);
+    clock.now += 1000;
+  }
+}
+
+describe('LatencyTracker', () => {
+  it('knows nothing until twenty jobs have had a first check', () => {
+    const clock = { now: 0 };
+    const tracker = new LatencyTracker(() => clock.now);
+    for (let i = 0; i < 19; i++) tracker.checked(`j${i}`, 50_000, true);
+    expect(tracker.dueAge()).toBeUndefined();
+    tracker.checked('j19', 50_000, true);
+    clock.now += 2000; // past the one-second cache
+    expect(tracker.dueAge()).toBe(50_000);
+  });
+
+  it('counts only first checks: a slow job checked again does not move the estimate', () => {
+    const clock = { now: 0 };
+    const tracker = new LatencyTracker(() => clock.now);
+    for (let i = 0; i < 30; i++) tracker.checked(`j${i}`, 50_000, i >= 2);
+    tracker.checked('j0', 500_000, true); // second check of a slow one
+    clock.now += 2000;
+    expect(tracker.dueAge()).toBe(50_000);
+  });
+
+  it('estimates the 90th percentile of 40-80 s jobs from checks at any ages', () => {
+    const clock = { now: 0 };
+    const tracker = new LatencyTracker(() => clock.now);
+    const u = uniform(1);
+    for (let i = 0; i < 400; i++) {
+      const age = u(30_000, 100_000);
+      tracker.checked(`j${i}`, age, u(40_000, 80_000) <= age);
+    }
+    clock.now += 2000;
+    expect(Math.abs(tracker.dueAge()! - 76_000)).toBeLessThan(5000);
+  });
+
+  it('finds the latency from the schedule upwards and stays there though checks run late', () => {
+    const clock = { now: 0 };
+    const tracker = new LatencyTracker(() => clock.now);
+    const u = uniform(2);
+    runJobs(
+      tracker,
+      clock,
+      1500,
+      () => u(40_000, 80_000),
+      () => u(0, 10_000),
+      'a',
+    );
+    const due = tracker.dueAge()!;
+    expect(due).toBeGreaterThan(65_000);
+    expect(due).toBeLessThan(90_000);
+  });
+
+  it('follows the gateway down when jobs get faster', () => {
+    const clock = { now: 0 };
+    const tracker = new LatencyTracker(() => clock.now);
+    const u = uniform(3);
+    runJobs(
+      tracker,
+      clock,
+      1000,
+      () => u(40_000, 80_000),
+      () => u(0, 2000),
+      'slow',
+    );
+    runJobs(
+      tracker,
+      clock,
+      1500,
+      () => u(10_000, 20_000),
+      () => u(0, 2000),
+      'fast',
+    );
+    expect(tracker.dueAge()!).toBeLessThan(30_000);
+  });
+});

@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest';
+import type { PromptResult } from '../../src/contract/types';
+import { ResultRecorder } from '../../src/workflows/result-recorder';
+
+function result(rowId: string): PromptResult {
+  return {
+    rowId,
+    line: 2,
+    prompt: 'p',
+    model: 'm',
+    input: {},
+    parameters: {},
+    status: 'succeeded',
+    attempts: 1,
+    polls: 1,
+    finishedAt: '',
+  };
+}
+
+/** A recorder whose groups are recorded by hand: each call waits until `settle` is called. */
+function recorder(grouped: boolean, inFlight = 5) {
+  const clock = { now: 0 };
+  const groups: { rows: string[]; settle: (ok: boolean) => void }[] = [];
+  const recorded: string[] = [];
+  const r = new ResultRecorder(
+    (results) =>
+      new Promise((resolve, reject) =>
+        groups.push({
+          rows: results.map((x) => x.rowId),
+          settle: (ok) => (ok ? resolve({ manifestPath: '/m' }) : reject(new Error('disk full'))),
+        }),
+      ),
+    {
+      grouped,
+      inFlight: () => inFlight,
+      onRecorded: (p) => recorded.push(p),
+      changed: () => {},
+      now: () => clock.now,
+    },
+  );
+  return { r, groups, recorded, clock };
+}
+
+const tick = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+describe('ResultRecorder', () => {
+  it('records after every prompt in runs from before grouping', () => {
+    const { r, groups } = recorder(false);
+    r.add(result('a'));
+    expect(groups.map((g) => g.rows)).toEqual([['a']]);
+  });
+
+  it('groups rows until 25 are pending or 10 s passed, one group at a time', async () => {
+    const { r, groups, clock, recorded } = recorder(true);
+    for (let i = 0; i < 24; i++) r.add(result(`r${i}`));
+    expect(groups).toHaveLength(0);
+    r.add(result('r24'));
+    expect(groups).toHaveLength(1);
+    expect(groups[0]!.rows).toHaveLength(25);
+    clock.now = 20_000;
+    r.add(result('late'));
+    expect(groups).toHaveLength(1); // the first group is still being recorded
+    groups[0]!.settle(true);
+    await tick();
+    expect(recorded).toEqual(['/m']);
+    expect(groups[1]!.rows).toEqual(['late']);
+    groups[1]!.settle(true);
+    await tick();
+    expect(r.idle).toBe(true);
+  });
+
+  it('records at once when nothing else is in flight, and on force', () => {
+    const idle = recorder(true, 0);
+    idle.r.add(result('a'));
+    expect(idle.groups).toHaveLength(1);
+    const busy = recorder(true);
+    busy.r.add(result('a'));
+    expect(busy.groups).toHaveLength(0);
+    busy.r.flush(true);
+    expect(busy.groups).toHaveLength(1);
+  });
+
+  it('puts a failed group back in front of what came since', async () => {
+    const { r, groups } = recorder(true);
+    r.add(result('a'));
+    r.flush(true);
+    r.add(result('b'));
+    groups[0]!.settle(false);
+    await tick();
+    expect(r.idle).toBe(false);
+    r.flush(true);
+    expect(groups[1]!.rows).toEqual(['a', 'b']);
+  });
+
+  it('records the rest in one last group after a cancellation', async () => {
+    const { r, groups } = recorder(true);
+    r.add(result('a'));
+    r.add(result('b'));
+    const rest = r.recordRest('record rows finished before the cancellation');
+    expect(groups[0]!.rows).toEqual(['a', 'b']);
+    groups[0]!.settle(true);
+    await rest;
+    expect(r.idle).toBe(true);
+  });
+});

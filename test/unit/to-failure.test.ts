@@ -1,0 +1,131 @@
+import { ApplicationFailureCategory } from '@temporalio/common';
+import { describe, expect, it } from 'vitest';
+import {
+  csvChanged,
+  downloadFailed,
+  jobNotFinished,
+  pacerBusy,
+  toFailure,
+} from '../../src/activities/to-failure';
+import { FailureType, NON_RETRYABLE, RETRY_POLICIES } from '../../src/contract/failures';
+import { DownloadError } from '../../src/errors';
+import {
+  AuthenticationError,
+  BadRequestError,
+  ConnectionError,
+  MalformedResponseError,
+  NotFoundError,
+  PacerBusyError,
+  PermissionDeniedError,
+  RateLimitError,
+  ServerError,
+  TimeoutError,
+} from '../../src/gateway/errors';
+
+describe('toFailure', () => {
+  it('ends auth, not-found and invalid requests at once, with the gateway code where the workflow needs it', () => {
+    for (const activity of ['submitJob', 'pollJob'] as const) {
+      const unauthorized = toFailure(new AuthenticationError('POST /x: 401', 401), activity);
+      expect(unauthorized).toMatchObject({ type: FailureType.Unauthorized, nonRetryable: true });
+      expect(unauthorized.message).toBe('POST /x: 401');
+      expect(toFailure(new PermissionDeniedError('403', 403), activity)).toMatchObject({
+        type: FailureType.Forbidden,
+        nonRetryable: true,
+      });
+      expect(toFailure(new NotFoundError('404', 404), activity)).toMatchObject({
+        type: FailureType.NotFound,
+        nonRetryable: true,
+        details: [{ code: 'not_found' }],
+      });
+      expect(toFailure(new BadRequestError('400', 400, 'content_moderation'), activity)).toMatchObject({
+        type: FailureType.InvalidRequest,
+        nonRetryable: true,
+        details: [{ code: 'content_moderation' }],
+      });
+    }
+  });
+
+  it('hands a 429 on submit to the workflow with its wait, and lets Temporal wait it out on poll', () => {
+    const submit = toFailure(new RateLimitError('429', 7000), 'submitJob');
+    expect(submit).toMatchObject({
+      type: FailureType.RateLimited,
+      nonRetryable: true,
+      details: [{ retryAfterMs: 7000 }],
+    });
+    const poll = toFailure(new RateLimitError('429', 7000), 'pollJob', 2000);
+    expect(poll).toMatchObject({ type: FailureType.RateLimited, nonRetryable: false, nextRetryDelay: 7000 });
+    // Never sooner than the poll schedule would check again.
+    expect(toFailure(new RateLimitError('429', 500), 'pollJob', 2000).nextRetryDelay).toBe(2000);
+  });
+
+  it('waits one second after a 429 without Retry-After', () => {
+    expect(toFailure(new RateLimitError('429', undefined), 'submitJob').details).toEqual([
+      { retryAfterMs: 1000 },
+    ]);
+    expect(toFailure(new RateLimitError('429', undefined), 'pollJob').nextRetryDelay).toBe(1000);
+  });
+
+  it('retries transient errors, after the poll schedule when given', () => {
+    for (const err of [
+      new ServerError('503', 503),
+      new TimeoutError('slow'),
+      new ConnectionError('reset'),
+      new MalformedResponseError('bad json', 200),
+      new Error('something else'),
+    ]) {
+      const submit = toFailure(err, 'submitJob');
+      expect(submit.nonRetryable).toBe(false);
+      expect(submit.nextRetryDelay).toBeUndefined();
+      expect(submit.type).toBe(err.name);
+      expect(toFailure(err, 'pollJob', 4500)).toMatchObject({ nonRetryable: false, nextRetryDelay: 4500 });
+    }
+  });
+
+  it('marks non-retryable exactly the types the retry policies list', () => {
+    const errors = [
+      new AuthenticationError('401', 401),
+      new PermissionDeniedError('403', 403),
+      new NotFoundError('404', 404),
+      new BadRequestError('400', 400),
+      new RateLimitError('429', 1000),
+      new ServerError('500', 500),
+      new TimeoutError('slow'),
+    ];
+    const policies = {
+      submitJob: RETRY_POLICIES.submitJob.nonRetryableErrorTypes,
+      pollJob: RETRY_POLICIES.pollJob(1000).nonRetryableErrorTypes,
+    };
+    for (const activity of ['submitJob', 'pollJob'] as const) {
+      const nonRetryable = errors.map((e) => toFailure(e, activity)).filter((f) => f.nonRetryable);
+      expect(nonRetryable.map((f) => f.type).sort()).toEqual([...NON_RETRYABLE[activity]].sort());
+      expect([...(policies[activity] ?? [])].sort()).toEqual([...NON_RETRYABLE[activity]].sort());
+    }
+    expect(csvChanged('changed')).toMatchObject({ type: FailureType.CsvChanged, nonRetryable: true });
+    expect(RETRY_POLICIES.batch.nonRetryableErrorTypes).toEqual([FailureType.CsvChanged]);
+  });
+});
+
+describe('benign and local failures', () => {
+  it('a busy pacer and an unfinished job are benign retries at the given delay', () => {
+    expect(pacerBusy(new PacerBusyError(2500))).toMatchObject({
+      type: FailureType.PacerBusy,
+      nonRetryable: false,
+      nextRetryDelay: 2500,
+      category: ApplicationFailureCategory.BENIGN,
+    });
+    expect(jobNotFinished('job j is running', 800)).toMatchObject({
+      type: FailureType.JobNotFinished,
+      nonRetryable: false,
+      nextRetryDelay: 800,
+      category: ApplicationFailureCategory.BENIGN,
+    });
+  });
+
+  it('a failed download is retried only when trying again can help', () => {
+    expect(downloadFailed(new DownloadError('HTTP 503', true))).toMatchObject({
+      type: FailureType.DownloadFailed,
+      nonRetryable: false,
+    });
+    expect(downloadFailed(new DownloadError('HTTP 410 (link expired)', false)).nonRetryable).toBe(true);
+  });
+});
