@@ -6,6 +6,7 @@ import { createActivities } from './activities';
 import { loadGatewaySettings, loadTemporalSettings, type GatewaySettings } from './config';
 import { ConfigError } from './errors';
 import { GatewayClient } from './gateway/client';
+import { loadGatewayRps, withGatewayWorker } from './worker/gateway-worker';
 import { announce } from './worker/runtime';
 import { cachedWorkflowBundle } from './worker/workflow-bundle';
 
@@ -21,6 +22,8 @@ export interface CreateWorkerOptions {
   /** A prebuilt bundle (tests build one per run); default: the cached bundle of `src/workflows`. */
   workflowBundle?: WorkflowBundle;
   maxConcurrentActivities?: number;
+  /** Pin the gateway queue's rate limit (requests/second); default: learned (docs/rate-budget.md). */
+  gatewayRps?: number;
 }
 
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
@@ -32,17 +35,20 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
       announce(`could not use a cached workflow bundle (${String(err)}); bundling in the worker`, {});
       return undefined;
     }));
-  return Worker.create({
+  const activities = createActivities({ gateway, outRoot: options.outRoot ?? 'out' });
+  const worker = await Worker.create({
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     ...(workflowBundle ? { workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-    activities: createActivities({ gateway, outRoot: options.outRoot ?? 'out' }),
+    activities,
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? 200,
     // Explicit, because the SDK's default follows the heap limit: a worker run with a small
     // --max-old-space-size would otherwise cache 10 workflows and replay the rest on every task.
     maxCachedWorkflows: 600,
   });
+  // Gateway calls run on their own, rate-limited queue, polled by a second Worker (docs/rate-budget.md).
+  return withGatewayWorker(worker, { ...options, gateway, activities });
 }
 
 /** `vidbatch worker`: connects with Temporal's environment configuration and runs until SIGINT/SIGTERM. */
@@ -62,6 +68,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env, outRoot?: 
       taskQueue: temporal.taskQueue,
       gateway,
       outRoot,
+      gatewayRps: loadGatewayRps(env),
     });
     announce(
       `vidbatch worker polling task queue "${temporal.taskQueue}" on ${temporal.address} (${temporal.namespace})`,

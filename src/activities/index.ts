@@ -3,6 +3,7 @@
 import type { GatewayClient } from '../gateway/client';
 import { createJobActivities } from './jobs';
 import { createOutputActivities } from './outputs';
+import { createRateBudgetActivities } from './rate-budget';
 import { createRowActivities } from './rows';
 
 export interface ActivityDeps {
@@ -17,6 +18,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createRowActivities(),
     ...createJobActivities(deps.gateway),
     ...createOutputActivities(deps.outRoot),
+    ...createRateBudgetActivities(),
   };
 }
 

@@ -3,7 +3,7 @@
 // (src/gateway/pacer.ts), applied to the one queue limit all workers share:
 // - slow start: the limit doubles per second while the workers' dispatches fill it;
 // - on a 429 (once per episode): ceiling = the rate at which it hit (the limit in force, or the dispatch rate
-//   if lower), limit = 0.9 x ceiling, and the queue is held at 0 rps for the Retry-After;
+//   if lower), limit = 0.95 x ceiling, and the queue is held at 0 rps for the Retry-After;
 // - after a quiet plateau, probe upwards, faster and faster; the plateau doubles each time a 429 confirms the
 //   same ceiling (a steady limit costs few 429s), and is short again when the limit moved.
 // A 429 on submissions alone, with a long Retry-After, while status checks are answered, is not a request-rate
@@ -21,9 +21,13 @@ export interface LearnerOptions {
 }
 
 const SLOW_START = 2; // x per saturated second until the first 429
-const PROBE_START = 0.05; // probing: +5% per saturated second at first, 5 points more each second, at most 2x
-const PROBE_ACCEL = 0.05;
-const CUT = 0.9; // limit after a 429, as a share of the rate at which it hit
+// Probing: +5% per saturated second at first, 2 points more each second, at most +25%/s: a limit change takes
+// ~1 s to apply and the gateway's burst hides an overshoot for a while, so a faster probe overshoots far.
+const PROBE_START = 0.05;
+const PROBE_ACCEL = 0.02;
+const PROBE_MAX = 1.25;
+const SAME_WALL = 1.25; // a probe stopped below this multiple of the ceiling hit the same limit again
+const CUT = 0.95; // limit after a 429, as a share of the rate at which it hit (the queue limit is exact)
 const SAME_CEILING = 0.15; // a new ceiling this close to the last one confirms it
 const MAX_PLATEAU_MS = 120_000;
 export const MIN_RATE = 0.1;
@@ -123,7 +127,7 @@ export class RateLearner {
     }
     const probingS = (now - s.cutAt - s.plateauMs) / 1000;
     if (probingS < 0) return;
-    const growth = Math.min(2, 1 + PROBE_START + PROBE_ACCEL * probingS);
+    const growth = Math.min(PROBE_MAX, 1 + PROBE_START + PROBE_ACCEL * probingS);
     s.limit = Math.min(this.maxRate, s.limit * Math.pow(growth, dt));
   }
 
@@ -132,9 +136,13 @@ export class RateLearner {
     if (this.capacityRefusal(now, report)) return;
     s.holdUntil = Math.max(s.holdUntil, now + report.retryAfterMs);
     if (s.pinned !== null || now - s.cutAt < SAME_EPISODE_MS) return;
+    // The rate at which it hit: the limit in force when the queue was full, else what the workers sent.
     const inForce = this.limitInForce(now);
     const sending = this.dispatchRate(now);
-    const ceiling = Math.max(MIN_RATE, Math.min(inForce, sending > 0 ? sending : inForce));
+    let ceiling = Math.max(MIN_RATE, sending >= SATURATED * inForce ? inForce : sending);
+    // A probe that overshot a little found the old wall again (the overshoot is the apply delay's): keep it.
+    if (s.ceiling !== undefined && ceiling > s.ceiling && ceiling <= SAME_WALL * s.ceiling)
+      ceiling = s.ceiling;
     const confirmed = s.ceiling !== undefined && Math.abs(ceiling - s.ceiling) <= SAME_CEILING * s.ceiling;
     s.confirmations = confirmed ? s.confirmations + 1 : 0;
     s.plateauMs = Math.min(MAX_PLATEAU_MS, this.minPlateauMs * 2 ** s.confirmations);

@@ -125,7 +125,7 @@ describe('RateLearner', () => {
     learner.report(now + 10, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
     expect(learner.target(now + 20)).toBe(0);
     expect(learner.nextChangeAt(now + 20)).toBe(now + 1010);
-    expect(learner.target(now + 1010)).toBeCloseTo(3.6, 5); // 0.9 x the 4 rps in force
+    expect(learner.target(now + 1010)).toBeCloseTo(3.8, 5); // 0.95 x the 4 rps in force
   });
 
   it('does not cut on submissions refused with a long Retry-After while status checks are answered', () => {

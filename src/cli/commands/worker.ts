@@ -19,7 +19,14 @@ export function registerWorkerCommand(program: Command): void {
         'VIDBATCH_METRICS_ADDRESS',
       ),
     )
-    .action(async (o: { out: string }) => {
-      await runWorker(process.env, o.out).catch(fail);
+    .addOption(
+      new Option(
+        '--gateway-rps <rps>',
+        "the gateway's published rate limit for all workers on this task queue (default: learned)",
+      ).env('VIDBATCH_GATEWAY_RPS'),
+    )
+    .action(async (o: { out: string; gatewayRps?: string }) => {
+      const env = o.gatewayRps ? { ...process.env, VIDBATCH_GATEWAY_RPS: o.gatewayRps } : process.env;
+      await runWorker(env, o.out).catch(fail);
     });
 }
