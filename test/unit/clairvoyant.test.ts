@@ -8,7 +8,7 @@ describe('clairvoyantMakespanMs', () => {
 
   it('with instant jobs is two tokens per job after the burst', () => {
     // 10 jobs, 20 requests, 1 rps, burst 1: the first at 0, the 20th at 19 s.
-    expect(clairvoyantMakespanMs(Array(10).fill(0), 1, 1)).toBe(19_000);
+    expect(clairvoyantMakespanMs(Array<number>(10).fill(0), 1, 1)).toBe(19_000);
   });
 
   it('submits the longest job first and checks each job the moment it finishes when tokens allow', () => {
