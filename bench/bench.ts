@@ -16,6 +16,7 @@ import type { Session } from '../src/client/session';
 import { startDevServer } from '../src/dev-server/dev-server';
 import { vbenchPrompts, writeVbenchCsv } from './vbench';
 import { runNaivePeer } from './naive-peer';
+import { clairvoyantMakespanMs } from './clairvoyant';
 
 const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));
 
@@ -37,6 +38,17 @@ const options = new Command('bench')
       Number,
     ),
   )
+  .addOption(new Option('--workers <n>', 'vidbatch worker processes').argParser(Number).default(1))
+  .addOption(
+    new Option('--batches <n>', 'concurrent batches splitting the prompts (shares printed)')
+      .argParser(Number)
+      .default(1),
+  )
+  .addOption(
+    new Option('--max-running <c>', 'the gateway caps running jobs per key at C instead of requests/second')
+      .argParser(Number)
+      .default(0),
+  )
   .option('--no-peer', 'skip the naive peer')
   .option('--timeline', "print vidbatch's requests per 10 s (submits, status checks, 429s)")
   .option('--json', 'print JSON too')
@@ -51,7 +63,11 @@ const options = new Command('bench')
     timeline?: boolean;
     workerHeap?: number;
     json?: boolean;
+    workers: number;
+    batches: number;
+    maxRunning: number;
   }>();
+if (options.maxRunning > 0) options.rateLimit = 0;
 
 if (options.scale)
   Object.assign(options, {
@@ -93,23 +109,42 @@ const dir = await mkdtemp(join(tmpdir(), 'vidbatch-bench-'));
 const simSettings: SimulatorOptions = {
   rateLimit: options.rateLimit,
   burst: options.rateLimit,
+  maxRunningJobs: options.maxRunning,
   jobSeconds: options.jobSeconds,
   jobJitterSeconds: options.jobJitter,
   seed: 7,
 };
 const server = await startDevServer({ dbFile: ':memory:', headless: true, log: () => {} });
-const simVidbatch = await startSimulator({ ...simSettings, recordRequests: Boolean(options.timeline) });
-const simPeer = await startSimulator(simSettings);
-const csv = join(dir, 'bench.csv');
-await writeVbenchCsv(csv, options.prompts);
-const worker = await startWorker({
-  TEMPORAL_ADDRESS: server.address,
-  VIDBATCH_TASK_QUEUE: 'bench',
-  GATEWAY_BASE_URL: simVidbatch.baseUrl,
-  GATEWAY_API_KEY: simVidbatch.apiKey,
-  VIDBATCH_OUT_ROOT: join(dir, 'out'),
-  VIDBATCH_INPUT_ROOT: dir,
+const simVidbatch = await startSimulator({
+  ...simSettings,
+  recordRequests: Boolean(options.timeline) || options.batches > 1,
 });
+const simPeer = await startSimulator(simSettings);
+// --batches N: the prompts split into N files (different content, so different batch ids).
+const perBatch = Math.ceil(options.prompts / options.batches);
+const csvs: string[] = [];
+for (let b = 0; b < options.batches; b++) {
+  const csv = join(dir, `bench-${b + 1}.csv`);
+  await writeVbenchCsv(
+    csv,
+    Math.min(perBatch, options.prompts - b * perBatch),
+    'all_dimension',
+    b * perBatch,
+  );
+  csvs.push(csv);
+}
+const workers = await Promise.all(
+  Array.from({ length: options.workers }, () =>
+    startWorker({
+      TEMPORAL_ADDRESS: server.address,
+      VIDBATCH_TASK_QUEUE: 'bench',
+      GATEWAY_BASE_URL: simVidbatch.baseUrl,
+      GATEWAY_API_KEY: simVidbatch.apiKey,
+      VIDBATCH_OUT_ROOT: join(dir, 'out'),
+      VIDBATCH_INPUT_ROOT: dir,
+    }),
+  ),
+);
 const client = new Client({ connection: await Connection.connect({ address: server.address }) });
 const session: Session = { client, taskQueue: 'bench', namespace: 'default', close: async () => {} };
 
@@ -125,17 +160,57 @@ const peer = options.peer
     })
   : undefined;
 const started = Date.now();
-const { handle, batchId } = await startBatch(session, csv, batchOptions);
-const result = await handle.result();
+const batches = await Promise.all(
+  csvs.map(async (csv) => {
+    const { handle, batchId } = await startBatch(session, csv, batchOptions);
+    const result = await handle.result();
+    return { batchId, result, finishedAt: Date.now() };
+  }),
+);
 const makespanMs = Date.now() - started;
-const peakRssMb = worker.peakRssMb();
+const { batchId } = batches[0]!;
+const result = {
+  succeeded: batches.reduce((n, b) => n + b.result.succeeded, 0),
+  failed: batches.reduce((n, b) => n + b.result.failed, 0),
+};
+const peakRssMb = Math.max(...workers.map((w) => w.peakRssMb()));
 const naive = await peer;
 const history = await historyStats(client, batchId);
 
 const stats = simVidbatch.stats();
-// The ideal: the rate limit forces 2 requests per prompt (submit + one status query), plus one job latency.
+// The old ideal: the rate limit forces 2 requests per prompt (submit + one status query), plus one job latency.
+// With --max-running C: rows x mean latency / C.
 const boundMs =
-  options.rateLimit > 0 ? ((2 * options.prompts) / options.rateLimit + options.jobSeconds) * 1000 : undefined;
+  options.maxRunning > 0
+    ? ((options.prompts * options.jobSeconds) / options.maxRunning) * 1000
+    : options.rateLimit > 0
+      ? ((2 * options.prompts) / options.rateLimit + options.jobSeconds) * 1000
+      : undefined;
+// The clairvoyant reference on the job latencies this run actually drew (docs/benchmarks.md).
+const jobs = [...simVidbatch.state.jobs.values()];
+const clairvoyantMs =
+  options.maxRunning > 0
+    ? undefined
+    : clairvoyantMakespanMs(
+        jobs.map((j) => j.doneAt - j.createdAt),
+        options.rateLimit,
+        options.rateLimit,
+      );
+// --batches: each batch's share of the submissions made while all batches ran (a job's Idempotency-Key names
+// its batch; the simulator does not log status checks per job with a time, so those count per batch overall).
+const bothUntil = Math.min(...batches.map((b) => b.finishedAt));
+const shares = batches.map((b) => {
+  const mine = jobs.filter((j) => j.idempotencyKey?.startsWith(`vidbatch:${b.batchId}:`));
+  const inWindow = mine.filter((j) => j.createdAt <= bothUntil).length;
+  const all = jobs.filter((j) => j.createdAt <= bothUntil).length;
+  const checks = mine.reduce((n, j) => n + (j.checks ?? 0), 0);
+  return {
+    batchId: b.batchId,
+    makespanS: (b.finishedAt - started) / 1000,
+    submitShareWhileAllRan: all ? inWindow / all : null,
+    requests: mine.length + checks,
+  };
+});
 const requests = (s: typeof stats) =>
   Object.values(s.requests).reduce(
     (n, byStatus) => n + Object.values(byStatus).reduce((a, b) => a + b, 0),
@@ -146,6 +221,8 @@ const report = {
   settings: { ...options, json: undefined },
   vidbatch: {
     makespanS: makespanMs / 1000,
+    clairvoyantS: clairvoyantMs !== undefined ? clairvoyantMs / 1000 : null,
+    ratioToClairvoyant: clairvoyantMs ? makespanMs / clairvoyantMs : null,
     boundS: boundMs ? boundMs / 1000 : null,
     ratioToBound: boundMs ? makespanMs / boundMs : null,
     succeeded: result.succeeded,
@@ -173,6 +250,16 @@ const fmt = (v: number | null | undefined, digits = 2) =>
   v === null || v === undefined ? '-' : v.toFixed(digits);
 const rows: [string, string, string][] = [
   ['makespan (s)', fmt(report.vidbatch.makespanS, 1), fmt(report.naivePeer?.makespanS, 1)],
+  ['clairvoyant schedule (s)', fmt(report.vidbatch.clairvoyantS, 1), '-'],
+  [
+    'makespan / clairvoyant',
+    fmt(report.vidbatch.ratioToClairvoyant),
+    fmt(
+      report.naivePeer && report.vidbatch.clairvoyantS
+        ? report.naivePeer.makespanS / report.vidbatch.clairvoyantS
+        : null,
+    ),
+  ],
   ['ideal bound (s)', fmt(report.vidbatch.boundS, 1), fmt(report.vidbatch.boundS, 1)],
   ['makespan / bound', fmt(report.vidbatch.ratioToBound), fmt(report.naivePeer?.ratioToBound)],
   [
@@ -188,11 +275,18 @@ const rows: [string, string, string][] = [
   ['prompts per second', fmt(report.vidbatch.promptsPerSecond), '-'],
 ];
 console.log(
-  `\n${options.prompts} prompts, rate limit ${options.rateLimit || 'none'} rps, jobs ${options.jobSeconds}±${options.jobJitter} s\n`,
+  `\n${options.prompts} prompts, rate limit ${options.rateLimit || 'none'} rps${options.maxRunning ? `, at most ${options.maxRunning} running jobs` : ''}, jobs ${options.jobSeconds}±${options.jobJitter} s, ${options.workers} worker(s), ${options.batches} batch(es)\n`,
 );
 console.log(`${'metric'.padEnd(36)}${'vidbatch'.padStart(12)}${'naive peer'.padStart(12)}`);
 for (const [name, a, b] of rows) console.log(`${name.padEnd(36)}${a.padStart(12)}${b.padStart(12)}`);
-if (options.json) console.log(JSON.stringify(report, null, 2));
+if (options.batches > 1) {
+  console.log('\nbatch                                  done at (s)  submissions while all ran  requests');
+  for (const b of shares)
+    console.log(
+      `${b.batchId.slice(0, 38).padEnd(38)} ${fmt(b.makespanS, 1).padStart(11)} ${fmt(b.submitShareWhileAllRan).padStart(26)} ${String(b.requests).padStart(9)}`,
+    );
+}
+if (options.json) console.log(JSON.stringify({ ...report, batches: shares }, null, 2));
 if (options.timeline) {
   // Where the rate budget went: a flat 50 requests per 10 s is a 5 rps limit used in full.
   const buckets = new Map<number, { submit: number; status: number; limited: number }>();
@@ -211,7 +305,7 @@ if (options.timeline) {
     );
 }
 
-worker.stop();
+for (const w of workers) w.stop();
 await client.connection.close();
 await simVidbatch.close();
 await simPeer.close();

@@ -14,6 +14,7 @@ import {
 } from './config';
 import { ConfigError } from './errors';
 import { GatewayClient } from './gateway/client';
+import { loadGatewayRps, withGatewayWorker } from './worker/gateway-worker';
 import { announce } from './worker/runtime';
 import { cachedWorkflowBundle } from './worker/workflow-bundle';
 
@@ -33,6 +34,8 @@ export interface CreateWorkerOptions {
   /** A prebuilt bundle (tests build one per run); default: the cached bundle of `src/workflows`. */
   workflowBundle?: WorkflowBundle;
   maxConcurrentActivities?: number;
+  /** Pin the gateway queue's rate limit (requests/second); default: learned (docs/rate-budget.md). */
+  gatewayRps?: number;
 }
 
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
@@ -45,12 +48,13 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
       announce(`could not use a cached workflow bundle (${String(err)}); bundling in the worker`, {});
       return undefined;
     }));
-  return Worker.create({
+  const activities = createActivities({ gateway, outRoot: options.outRoot ?? 'out', roots: options.roots });
+  const worker = await Worker.create({
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     ...(workflowBundle ? { workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-    activities: createActivities({ gateway, outRoot: options.outRoot ?? 'out', roots: options.roots }),
+    activities,
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? 200,
     // Explicit, because the SDK's default follows the heap limit: a worker run with a small
     // --max-old-space-size would otherwise cache 10 workflows and replay the rest on every task.
@@ -62,6 +66,8 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     shutdownGraceTime: grace,
     shutdownForceTime: grace + options.gateway.timeoutMs + 5_000,
   });
+  // Gateway calls run on their own, rate-limited queue, polled by a second Worker (docs/rate-budget.md).
+  return withGatewayWorker(worker, { ...options, gateway, activities, shutdownGraceMs: grace });
 }
 
 /**
@@ -89,6 +95,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env, outRoot?: 
       outRoot: settings.outRoot,
       roots: settings.roots,
       shutdownGraceMs: settings.shutdownGraceMs,
+      gatewayRps: loadGatewayRps(env),
     });
     const onSignal = (signal: string) => {
       void ready.clear();

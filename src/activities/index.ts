@@ -4,6 +4,7 @@ import type { GatewayClient } from '../gateway/client';
 import { createJobActivities } from './jobs';
 import { createOutputActivities } from './outputs';
 import type { PathRoots } from './paths';
+import { createRateBudgetActivities } from './rate-budget';
 import { createRowActivities } from './rows';
 
 export interface ActivityDeps {
@@ -20,6 +21,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createRowActivities(deps.outRoot, deps.roots),
     ...createJobActivities(deps.gateway, deps.outRoot, deps.roots),
     ...createOutputActivities(deps.outRoot, deps.roots),
+    ...createRateBudgetActivities(),
   };
 }
 

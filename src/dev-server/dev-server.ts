@@ -34,6 +34,17 @@ export interface DevServer {
 
 export const DEFAULT_DB_FILE = '.vidbatch/temporal.db';
 
+/**
+ * Dynamic config for vidbatch's gateway queues (docs/rate-budget.md): fairness between batches (fairness key =
+ * batch id) and one partition per task queue, so a queue rate limit is exact and holds for a short backlog
+ * too (with the default 4 partitions each gets rps/4). On the dev server these apply to every queue.
+ */
+export const DEV_SERVER_DYNAMIC_CONFIG: Record<string, string> = {
+  'matching.enableFairness': 'true',
+  'matching.numTaskqueueReadPartitions': '1',
+  'matching.numTaskqueueWritePartitions': '1',
+};
+
 /** Asks the OS for a free TCP port on loopback. */
 export async function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
@@ -135,6 +146,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
     '--log-level',
     'warn',
     ...SEARCH_ATTRIBUTES.flatMap(({ name, type }) => ['--search-attribute', `${name}=${type}`]),
+    ...Object.entries(DEV_SERVER_DYNAMIC_CONFIG).flatMap(([k, v]) => ['--dynamic-config-value', `${k}=${v}`]),
     ...(dbFile ? ['--db-filename', dbFile] : []),
     ...(options.headless ? ['--headless'] : ['--ui-port', String(uiPort)]),
   ];

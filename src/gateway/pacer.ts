@@ -65,6 +65,9 @@ export class RequestPacer {
   private readonly headroom: number;
   private readonly minPlateauMs: number;
   private readonly now: () => number;
+  /** Set once the server's task-queue limit paces gateway calls (followServerLimit). */
+  private onSent: ((kind: CallKind) => void) | undefined;
+  private serverLimited = false;
 
   constructor(options: PacerOptions = {}) {
     this.now = options.now ?? Date.now;
@@ -73,6 +76,18 @@ export class RequestPacer {
     this.headroom = options.headroom ?? 0.95;
     this.minPlateauMs = this.plateauMs = options.plateauMs ?? 5000;
     this.refilledAt = this.grownAt = this.now();
+  }
+
+  /**
+   * The server's task-queue limit now paces gateway calls for all workers (src/worker/gateway-worker.ts):
+   * stop learning a rate here (the learner workflow does), keep Retry-After holds and submissions first, and
+   * tell `onSent` about every request let through.
+   */
+  followServerLimit(onSent?: (kind: CallKind) => void): void {
+    this.serverLimited = true;
+    this.onSent = onSent;
+    this.rate = this.maxRate;
+    this.ceiling = undefined;
   }
 
   /** Current pace and what it has learned, for logs, metrics and tests. */
@@ -92,7 +107,7 @@ export class RequestPacer {
   acquire(kind: CallKind, maxWaitMs: number): Promise<void> {
     this.refill();
     if (this.queuedAhead(kind, maxWaitMs) === 0 && this.now() >= this.holdUntil && this.tokens >= 1) {
-      this.take();
+      this.take(kind);
       return Promise.resolve();
     }
     const estimate = this.estimateWait(kind, maxWaitMs);
@@ -121,6 +136,7 @@ export class RequestPacer {
   rateLimited(retryAfterMs: number): void {
     const now = this.now();
     this.holdUntil = Math.max(this.holdUntil, now + retryAfterMs);
+    if (this.serverLimited) return this.schedule();
     const sending = this.recentSendRate();
     // Compared with the ceiling too: while probing, the rate grows faster than a measured send rate follows.
     const pace = Math.min(this.rate, this.ceiling ?? this.rate);
@@ -181,7 +197,8 @@ export class RequestPacer {
     this.refilledAt = now;
   }
 
-  private take(): void {
+  private take(kind: CallKind): void {
+    this.onSent?.(kind);
     this.tokens -= 1;
     const now = this.now();
     this.sent.push(now);
@@ -198,7 +215,7 @@ export class RequestPacer {
     const now = this.now();
     const dt = Math.min(1, (now - this.grownAt) / 1000);
     this.grownAt = now;
-    if (!saturated || now < this.holdUntil) return;
+    if (!saturated || now < this.holdUntil || this.serverLimited) return;
     if (this.ceiling === undefined) {
       this.rate = Math.min(this.maxRate, this.rate * Math.pow(SLOW_START, dt));
       return;
@@ -221,7 +238,7 @@ export class RequestPacer {
     while (waiting() > 0 && this.now() >= this.holdUntil && this.tokens >= 1) {
       const waiter = (this.queues.submit.length > 0 ? this.queues.submit : this.queues.status).shift()!;
       clearTimeout(waiter.timer);
-      this.take();
+      this.take(waiter.kind);
       waiter.resolve();
     }
     this.schedule();

@@ -48,6 +48,20 @@ describe('the provisioned Temporal dev server', () => {
     await client.connection.close();
     await connection.close();
   });
+
+  it('gives task queues one partition, so a queue rate limit is exact (docs/rate-budget.md)', async () => {
+    const connection = await Connection.connect({ address });
+    try {
+      const partitions = await connection.workflowService.listTaskQueuePartitions({
+        namespace: 'default',
+        taskQueue: { name: `partitions-${Date.now()}` },
+      });
+      expect(partitions.activityTaskQueuePartitions).toHaveLength(1);
+      expect(partitions.workflowTaskQueuePartitions).toHaveLength(1);
+    } finally {
+      await connection.close();
+    }
+  });
 });
 
 describe('startDevServer with a persistent db file', () => {

@@ -22,8 +22,15 @@ export function registerWorkerCommand(program: Command): void {
         'VIDBATCH_METRICS_ADDRESS',
       ),
     )
-    .action(async (o: { out: string }) => {
-      const env = { ...process.env };
+    .addOption(
+      new Option(
+        '--gateway-rps <rps>',
+        "the gateway's published rate limit for all workers on this task queue (default: learned)",
+      ).env('VIDBATCH_GATEWAY_RPS'),
+    )
+    .action(async (o: { out: string; gatewayRps?: string }) => {
+      const env: NodeJS.ProcessEnv = { ...process.env };
+      if (o.gatewayRps) env.VIDBATCH_GATEWAY_RPS = o.gatewayRps;
       if (!env.TEMPORAL_ADDRESS) {
         const local = await findLocalServer(60_000, (m) => console.error(m)).catch(fail);
         if (local?.address) env.TEMPORAL_ADDRESS = local.address;

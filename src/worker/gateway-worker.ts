@@ -1,0 +1,227 @@
+// The second Worker of every vidbatch worker process: it polls the gateway activity queue
+// (`<taskQueue>-gateway`, contract/rate-budget.ts), whose server-side rate limit is the gateway budget of all
+// workers together, and runs submitJob and pollJob there with the same activity instances (and so the same
+// pacer and latency estimate) as the main worker. It reports what it sees to the queue's learner workflow
+// (workflows/rate-budget.ts): dispatches, requests by kind and 429s with their Retry-After.
+import { Client } from '@temporalio/client';
+import { ApplicationFailure, type SignalDefinition } from '@temporalio/common';
+import { msToNumber } from '@temporalio/common/lib/time';
+import {
+  Runtime,
+  Worker,
+  type ActivityExecuteInput,
+  type ActivityInboundCallsInterceptor,
+  type NativeConnection,
+  type Next,
+} from '@temporalio/worker';
+import { Context } from '@temporalio/activity';
+import type { Activities } from '../activities';
+import { FailureType } from '../contract/failures';
+import {
+  gatewayQueue,
+  pinRateSignal,
+  rateBudgetWorkflowId,
+  rateReportSignal,
+  type RateReport,
+} from '../contract/rate-budget';
+import { ConfigError } from '../errors';
+import type { GatewayClient } from '../gateway/client';
+import type { CallKind } from '../gateway/pacer';
+import type { rateBudgetWorkflow } from '../workflows/rate-budget';
+import { REPORT_INTERVAL_MS } from '../workflows/rate-learner';
+
+/** `worker --gateway-rps` / VIDBATCH_GATEWAY_RPS: a limit the gateway publishes; unset = learn it. */
+export function loadGatewayRps(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const raw = env.VIDBATCH_GATEWAY_RPS?.trim();
+  if (!raw) return undefined;
+  const rps = Number(raw);
+  if (!Number.isFinite(rps) || rps <= 0)
+    throw new ConfigError(`VIDBATCH_GATEWAY_RPS (--gateway-rps) must be a positive number, got "${raw}"`);
+  return rps;
+}
+
+export interface GatewayWorkerOptions {
+  connection: NativeConnection;
+  namespace: string;
+  /** The main task queue; the gateway queue and the learner's id derive from it. */
+  taskQueue: string;
+  gateway: GatewayClient;
+  /** The main worker's activities: the gateway calls run here too, sharing their state. */
+  activities: Pick<Activities, 'submitJob' | 'checkJob' | 'pollJob'>;
+  /** Pin the queue's limit (requests/second); undefined lets the learner learn it. */
+  gatewayRps?: number;
+  maxConcurrentActivities?: number;
+  /** As the main worker's: running gateway calls get this long to finish on shutdown (ms). */
+  shutdownGraceMs?: number;
+}
+
+const empty = (worker: string): RateReport => ({
+  worker,
+  dispatched: 0,
+  answered: { submit: 0, status: 0 },
+  rateLimited: { submit: 0, status: 0 },
+  retryAfterMs: 0,
+});
+
+/** Counts this process's gateway calls and signals them to the learner: once a second, at once on a 429. */
+export class RateReporter {
+  private report: RateReport;
+  private timer: ReturnType<typeof setInterval> | undefined;
+  private sending: Promise<void> = Promise.resolve();
+  private warned = false;
+
+  constructor(
+    private readonly client: Client,
+    private readonly taskQueue: string,
+    private readonly identity: string,
+  ) {
+    this.report = empty(identity);
+  }
+
+  private get gatewayQueue(): string {
+    return gatewayQueue(this.taskQueue);
+  }
+
+  /** Starts the learner if needed and tells it this worker's pin (the last worker started wins). */
+  async start(gatewayRps: number | undefined): Promise<void> {
+    await this.signal(pinRateSignal, { worker: this.identity, rps: gatewayRps ?? null });
+    this.timer = setInterval(() => void this.flush(), REPORT_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  dispatched(): void {
+    this.report.dispatched += 1;
+  }
+
+  sent(kind: CallKind): void {
+    this.report.answered[kind] += 1; // corrected below if it turns out to be a 429
+  }
+
+  rateLimited(kind: CallKind, retryAfterMs: number): void {
+    this.report.answered[kind] = Math.max(0, this.report.answered[kind] - 1);
+    this.report.rateLimited[kind] += 1;
+    this.report.retryAfterMs = Math.max(this.report.retryAfterMs, retryAfterMs);
+    void this.flush();
+  }
+
+  /** Sends what was counted since the last report, if anything; reports go one at a time, in order. */
+  flush(): Promise<void> {
+    const r = this.report;
+    if (
+      r.dispatched + r.answered.submit + r.answered.status + r.rateLimited.submit + r.rateLimited.status ===
+      0
+    )
+      return this.sending;
+    this.report = empty(this.identity);
+    this.sending = this.sending
+      .then(() => this.signal(rateReportSignal, r))
+      .catch((err: unknown) => {
+        // Counts are lost, the limit stays as it is; the worker goes on.
+        if (!this.warned)
+          Runtime.instance().logger.warn('could not report to the rate-budget learner', {
+            error: String(err),
+          });
+        this.warned = true;
+      });
+    return this.sending;
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.flush();
+  }
+
+  private async signal<A>(signal: SignalDefinition<[A]>, arg: A): Promise<void> {
+    await this.client.workflow.signalWithStart<typeof rateBudgetWorkflow, [A]>('rateBudgetWorkflow', {
+      workflowId: rateBudgetWorkflowId(this.gatewayQueue),
+      taskQueue: this.taskQueue,
+      args: [{ gatewayQueue: this.gatewayQueue }],
+      signal,
+      signalArgs: [arg],
+    });
+    this.warned = false;
+  }
+}
+
+/** The Retry-After a RateLimited failure carries: in its details on submit, as its retry delay on poll. */
+function retryAfterOf(failure: ApplicationFailure): number {
+  const details = failure.details?.[0] as { retryAfterMs?: number } | undefined;
+  if (typeof details?.retryAfterMs === 'number') return details.retryAfterMs;
+  return failure.nextRetryDelay !== undefined ? msToNumber(failure.nextRetryDelay) : 1000;
+}
+
+/** Counts every dispatch (each takes a token of the queue's limit) and every 429, by kind. */
+class ReportingInterceptor implements ActivityInboundCallsInterceptor {
+  constructor(
+    private readonly reporter: RateReporter,
+    private readonly onFirstDispatch: () => void,
+  ) {}
+
+  async execute(input: ActivityExecuteInput, next: Next<ActivityInboundCallsInterceptor, 'execute'>) {
+    this.onFirstDispatch();
+    this.reporter.dispatched();
+    try {
+      return await next(input);
+    } catch (err) {
+      if (err instanceof ApplicationFailure && err.type === FailureType.RateLimited) {
+        const kind: CallKind = Context.current().info.activityType === 'submitJob' ? 'submit' : 'status';
+        this.reporter.rateLimited(kind, retryAfterOf(err));
+      }
+      throw err;
+    }
+  }
+}
+
+/**
+ * Creates the gateway Worker next to `main` and returns `main`, whose run() now runs both (and ends both
+ * when either ends) and whose shutdown() shuts down both, so callers keep handling one Worker.
+ */
+export async function withGatewayWorker(main: Worker, options: GatewayWorkerOptions): Promise<Worker> {
+  const client = new Client({ connection: options.connection, namespace: options.namespace });
+  const identity = client.options.identity;
+  const reporter = new RateReporter(client, options.taskQueue, identity);
+  let following = false;
+  // Until gateway calls arrive on the gateway queue (workflows started before it existed call on the main
+  // queue), the worker's pacer keeps learning the rate on its own.
+  const followServer = () => {
+    if (following) return;
+    following = true;
+    options.gateway.pacer.followServerLimit((kind) => reporter.sent(kind));
+  };
+  const gateway = await Worker.create({
+    connection: options.connection,
+    namespace: options.namespace,
+    taskQueue: gatewayQueue(options.taskQueue),
+    activities: {
+      submitJob: options.activities.submitJob,
+      checkJob: options.activities.checkJob,
+      pollJob: options.activities.pollJob,
+    },
+    maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? 200,
+    interceptors: { activity: [() => ({ inbound: new ReportingInterceptor(reporter, followServer) })] },
+    ...(options.shutdownGraceMs !== undefined
+      ? {
+          shutdownGraceTime: options.shutdownGraceMs,
+          shutdownForceTime: options.shutdownGraceMs + options.gateway.timeoutMs + 5_000,
+        }
+      : {}),
+  });
+  await reporter.start(options.gatewayRps);
+
+  const runMain = main.run.bind(main);
+  const shutdownMain = main.shutdown.bind(main);
+  const shutdownBoth = () => {
+    if (main.getState() === 'RUNNING') shutdownMain();
+    if (gateway.getState() === 'RUNNING') gateway.shutdown();
+  };
+  main.shutdown = shutdownBoth;
+  main.run = async () => {
+    const results = await Promise.allSettled([
+      runMain().finally(shutdownBoth),
+      gateway.run().finally(shutdownBoth),
+    ]);
+    await reporter.stop();
+    for (const r of results) if (r.status === 'rejected') throw r.reason;
+  };
+  return main;
+}

@@ -1,0 +1,194 @@
+// The gateway limit learning of the rate-budget workflow, as a pure class (no Temporal calls, time passed in),
+// so it can be unit-tested and its state carried across continue-as-new. The ideas are the worker pacer's
+// (src/gateway/pacer.ts), applied to the one queue limit all workers share:
+// - slow start: the limit doubles per second while the workers' dispatches fill it;
+// - on a 429 (once per episode): ceiling = the rate at which it hit (the limit in force, or the dispatch rate
+//   if lower), limit = 0.95 x ceiling, and the queue is held at 0 rps for the Retry-After;
+// - after a quiet plateau, probe upwards, faster and faster; the plateau doubles each time a 429 confirms the
+//   same ceiling (a steady limit costs few 429s), and is short again when the limit moved.
+// A 429 on submissions alone, with a long Retry-After, while status checks are answered, is not a request-rate
+// limit (the gateway caps running jobs or a quota): it does not cut the rate nor hold status checks; the
+// prompts wait out their own Retry-After. That reading is an assumption: the spec shows no 429 codes.
+import type { LearnerState, RateReport } from '../contract/rate-budget';
+
+export interface LearnerOptions {
+  /** Requests/second before anything is known. */
+  initialRate?: number;
+  /** Upper bound (a gateway without limits). */
+  maxRate?: number;
+  /** Shortest quiet plateau after a cut before probing (default 5 s). */
+  plateauMs?: number;
+}
+
+const SLOW_START = 2; // x per saturated second until the first 429
+// Probing: +5% per saturated second at first, 2 points more each second, at most +25%/s: a limit change takes
+// ~1 s to apply and the gateway's burst hides an overshoot for a while, so a faster probe overshoots far.
+const PROBE_START = 0.05;
+const PROBE_ACCEL = 0.02;
+const PROBE_MAX = 1.25;
+const SAME_WALL = 1.25; // a probe stopped below this multiple of the ceiling hit the same limit again
+const CUT = 0.95; // limit after a 429, as a share of the rate at which it hit (the queue limit is exact)
+const SAME_CEILING = 0.15; // a new ceiling this close to the last one confirms it
+const MAX_PLATEAU_MS = 120_000;
+export const MIN_RATE = 0.1;
+const SAME_EPISODE_MS = 2000; // 429s this soon after a cut answer requests dispatched before it took effect
+const WINDOW_MS = 3000; // dispatch rates are measured over this long
+const SATURATED = 0.7; // dispatches at this share of the limit in force mean the limit binds
+const TAKES_EFFECT_MS = 1000; // a new queue limit applies about 1 s after the call (docs/rate-budget.md)
+/** Workers report at most this often (and at once on a 429). */
+export const REPORT_INTERVAL_MS = 1000;
+const CAPACITY_RETRY_AFTER_MS = 2000; // a submit-only 429 with a longer Retry-After reads as a capacity cap
+
+interface Arrival {
+  at: number;
+  report: RateReport;
+}
+
+export class RateLearner {
+  readonly state: LearnerState;
+  private readonly arrivals: Arrival[] = [];
+  /** Limits applied to the server and when, to know which one was in force at a time. */
+  private readonly appliedLog: { at: number; rps: number }[] = [];
+  private grownAt: number;
+  private readonly minPlateauMs: number;
+  private readonly maxRate: number;
+  /** 429s seen by this run (not carried; for the snapshot). */
+  rateLimited = 0;
+  reports = 0;
+
+  constructor(now: number, state?: LearnerState, options: LearnerOptions = {}) {
+    this.minPlateauMs = options.plateauMs ?? 5000;
+    this.maxRate = options.maxRate ?? 1000;
+    this.state = state ?? {
+      limit: options.initialRate ?? 2,
+      cutAt: 0, // JSON-safe "never"
+      plateauMs: this.minPlateauMs,
+      confirmations: 0,
+      holdUntil: 0,
+      pinned: null,
+    };
+    this.grownAt = now;
+  }
+
+  /** The limit the queue should have now: 0 during a hold, else the pinned or learned one. */
+  target(now: number): number {
+    if (now < this.state.holdUntil) return 0;
+    return round(this.state.pinned ?? this.state.limit);
+  }
+
+  /** When the target may change without a report: the end of a hold, or the next growth step. */
+  nextChangeAt(now: number): number | undefined {
+    if (now < this.state.holdUntil) return this.state.holdUntil;
+    if (this.state.pinned === null && this.lastArrival() > now - WINDOW_MS) return now + 1000;
+    return undefined;
+  }
+
+  pin(rps: number | null): void {
+    this.state.pinned = rps === null ? null : Math.max(0, rps);
+  }
+
+  applied(now: number, rps: number): void {
+    this.appliedLog.push({ at: now, rps });
+    while (this.appliedLog.length > 2 && this.appliedLog[1]!.at < now - 4 * WINDOW_MS)
+      this.appliedLog.shift();
+  }
+
+  /** Dispatches per second over the last few seconds, all workers together. */
+  dispatchRate(now: number): number {
+    // Each report covers about the second before it, so a window holding reports since `oldest` spans that
+    // much more (a learner that just started, or demand that just began, is not averaged over idle time).
+    const oldest = this.arrivals.find((a) => a.at > now - WINDOW_MS)?.at;
+    if (oldest === undefined) return 0;
+    const spanMs = Math.min(WINDOW_MS, this.lastArrival() - oldest + REPORT_INTERVAL_MS);
+    return this.sum(now, (r) => r.dispatched) / (spanMs / 1000);
+  }
+
+  report(now: number, report: RateReport): void {
+    this.reports += 1;
+    this.arrivals.push({ at: now, report });
+    while (this.arrivals.length > 0 && this.arrivals[0]!.at <= now - WINDOW_MS) this.arrivals.shift();
+    this.grow(now);
+    const limited = report.rateLimited.submit + report.rateLimited.status;
+    if (limited > 0) {
+      this.rateLimited += limited;
+      this.on429(now, report);
+    }
+  }
+
+  /** Grows the limit for the time since the last call, if it was binding (never while idle or held). */
+  grow(now: number): void {
+    const dt = Math.min(1, Math.max(0, now - this.grownAt) / 1000);
+    this.grownAt = now;
+    const s = this.state;
+    if (s.pinned !== null || now < s.holdUntil || dt === 0 || !this.saturated(now)) return;
+    if (s.ceiling === undefined) {
+      s.limit = Math.min(this.maxRate, s.limit * Math.pow(SLOW_START, dt));
+      return;
+    }
+    const probingS = (now - s.cutAt - s.plateauMs) / 1000;
+    if (probingS < 0) return;
+    const growth = Math.min(PROBE_MAX, 1 + PROBE_START + PROBE_ACCEL * probingS);
+    s.limit = Math.min(this.maxRate, s.limit * Math.pow(growth, dt));
+  }
+
+  private on429(now: number, report: RateReport): void {
+    const s = this.state;
+    if (this.capacityRefusal(now, report)) return;
+    s.holdUntil = Math.max(s.holdUntil, now + report.retryAfterMs);
+    if (s.pinned !== null || now - s.cutAt < SAME_EPISODE_MS) return;
+    // The rate at which it hit: the limit in force when the queue was full, else what the workers sent.
+    const inForce = this.limitInForce(now);
+    const sending = this.dispatchRate(now);
+    let ceiling = Math.max(MIN_RATE, sending >= SATURATED * inForce ? inForce : sending);
+    // A probe that overshot a little found the old wall again (the overshoot is the apply delay's): keep it.
+    if (s.ceiling !== undefined && ceiling > s.ceiling && ceiling <= SAME_WALL * s.ceiling)
+      ceiling = s.ceiling;
+    const confirmed = s.ceiling !== undefined && Math.abs(ceiling - s.ceiling) <= SAME_CEILING * s.ceiling;
+    s.confirmations = confirmed ? s.confirmations + 1 : 0;
+    s.plateauMs = Math.min(MAX_PLATEAU_MS, this.minPlateauMs * 2 ** s.confirmations);
+    s.ceiling = ceiling;
+    s.limit = Math.max(MIN_RATE, ceiling * CUT);
+    s.cutAt = now;
+  }
+
+  /** Submissions refused with a long Retry-After while status checks are answered: not a rate limit. */
+  private capacityRefusal(now: number, report: RateReport): boolean {
+    return (
+      report.rateLimited.status === 0 &&
+      report.retryAfterMs > CAPACITY_RETRY_AFTER_MS &&
+      this.sum(now, (r) => r.answered.status) > 0 &&
+      this.sum(now, (r) => r.rateLimited.status) === 0
+    );
+  }
+
+  /** The limit the server enforced over the last window: the lowest applied in it (changes lag ~1 s). */
+  private limitInForce(now: number): number {
+    const from = now - WINDOW_MS - TAKES_EFFECT_MS;
+    let inForce: number | undefined;
+    for (const { at, rps } of this.appliedLog) {
+      if (rps === 0) continue; // holds are not what the gateway refused
+      if (at <= from)
+        inForce = rps; // the last one before the window
+      else if (at <= now - TAKES_EFFECT_MS) inForce = Math.min(inForce ?? rps, rps);
+    }
+    return inForce ?? this.state.pinned ?? this.state.limit;
+  }
+
+  private saturated(now: number): boolean {
+    return this.dispatchRate(now) >= SATURATED * this.limitInForce(now);
+  }
+
+  private sum(now: number, f: (r: RateReport) => number): number {
+    let n = 0;
+    for (const a of this.arrivals) if (a.at > now - WINDOW_MS) n += f(a.report);
+    return n;
+  }
+
+  private lastArrival(): number {
+    return this.arrivals.at(-1)?.at ?? Number.NEGATIVE_INFINITY;
+  }
+}
+
+function round(rps: number): number {
+  return Math.round(rps * 100) / 100;
+}

@@ -1,0 +1,167 @@
+import { describe, expect, it } from 'vitest';
+import type { RateReport } from '../../src/contract/rate-budget';
+import { RateLearner } from '../../src/workflows/rate-learner';
+
+const report = (over: Partial<RateReport> = {}): RateReport => ({
+  worker: 'w1',
+  dispatched: 0,
+  answered: { submit: 0, status: 0 },
+  rateLimited: { submit: 0, status: 0 },
+  retryAfterMs: 0,
+  ...over,
+});
+
+/**
+ * A backlogged gateway queue limited at what the learner applies (taking effect 1 s later, as measured), the
+ * gateway a token bucket (rate, burst = rate) answering 429 with Retry-After 1 s, `workers` workers each
+ * reporting once a second (at once on a 429) and holding their own calls for a Retry-After. The learner's
+ * workflow loop is modelled too: it applies a new target at most once a second, a hold or its end at once.
+ */
+function simulate(opts: {
+  gatewayRps: number;
+  seconds: number;
+  workers?: number;
+  learner?: RateLearner;
+  start?: number;
+}) {
+  const workers = opts.workers ?? 1;
+  const step = 10;
+  let now = opts.start ?? 1_000_000;
+  const learner = opts.learner ?? new RateLearner(now);
+  let applied = learner.target(now);
+  let appliedAt = now;
+  learner.applied(now, applied);
+  const pending: { at: number; rps: number }[] = [];
+  let queueRps = applied;
+  let queueTokens = 0;
+  let gwTokens = opts.gatewayRps;
+  const held = Array.from({ length: workers }, () => 0);
+  const acc = Array.from({ length: workers }, () => report());
+  const lastFlush = Array.from({ length: workers }, () => now);
+  let sent = 0;
+  let limited = 0;
+  let next = 0;
+  const flush = (w: number) => {
+    learner.report(now, { ...acc[w]!, worker: `w${w}` });
+    acc[w] = report();
+    lastFlush[w] = now;
+  };
+  for (const end = now + opts.seconds * 1000; now < end; now += step) {
+    // The server applies limits 1 s after the call.
+    while (pending.length > 0 && pending[0]!.at <= now) queueRps = pending.shift()!.rps;
+    queueTokens = Math.min(Math.max(1, Math.ceil(queueRps)), queueTokens + (queueRps * step) / 1000);
+    gwTokens = Math.min(opts.gatewayRps, gwTokens + (opts.gatewayRps * step) / 1000);
+    while (queueTokens >= 1) {
+      queueTokens -= 1;
+      const w = next++ % workers;
+      acc[w]!.dispatched += 1;
+      if (now < held[w]!) continue; // waits in the worker's pacer: sent later, rarely matters here
+      sent += 1;
+      if (gwTokens >= 1) {
+        gwTokens -= 1;
+        acc[w]!.answered.status += 1;
+      } else {
+        limited += 1;
+        acc[w]!.rateLimited.status += 1;
+        acc[w]!.retryAfterMs = 1000;
+        held[w] = now + 1000;
+        flush(w);
+      }
+    }
+    for (let w = 0; w < workers; w++) if (now - lastFlush[w]! >= 1000) flush(w);
+    learner.grow(now);
+    const target = learner.target(now);
+    if (target !== applied && (now - appliedAt >= 1000 || target === 0 || applied === 0)) {
+      applied = target;
+      appliedAt = now;
+      learner.applied(now, target);
+      pending.push({ at: now + (target === 0 ? 100 : 1000), rps: target });
+    }
+  }
+  return { sent, limited, rate: sent / opts.seconds, learner };
+}
+
+describe('RateLearner', () => {
+  it('doubles the limit per second while the workers fill it, and not while idle', () => {
+    let now = 0;
+    const learner = new RateLearner(now, undefined, { initialRate: 2 });
+    learner.applied(now, 2);
+    for (let i = 0; i < 5; i++) {
+      now += 1000;
+      learner.grow(now);
+    }
+    expect(learner.target(now)).toBe(2);
+    // Reports of what the limit in force (the one applied a second earlier) let through.
+    let inForce = 2;
+    for (let i = 0; i < 3; i++) {
+      now += 1000;
+      learner.report(now, report({ dispatched: Math.floor(inForce) }));
+      inForce = learner.target(now);
+      learner.applied(now, inForce);
+    }
+    expect(learner.target(now)).toBeGreaterThanOrEqual(8);
+    expect(learner.target(now)).toBeLessThanOrEqual(16);
+  });
+
+  it('finds a 5 rps limit with few 429s and uses most of it, then holds it for minutes', () => {
+    const { limited, rate, learner } = simulate({ gatewayRps: 5, seconds: 300 });
+    expect(limited).toBeLessThanOrEqual(12);
+    expect(rate).toBeGreaterThan(0.85 * 5);
+    expect(learner.state.ceiling).toBeGreaterThan(4.5);
+    expect(learner.state.ceiling).toBeLessThan(7);
+  });
+
+  it('does the same with three workers reporting separately', () => {
+    const { limited, rate } = simulate({ gatewayRps: 3, seconds: 120, workers: 3 });
+    expect(limited).toBeLessThanOrEqual(12);
+    expect(rate).toBeGreaterThan(0.8 * 3);
+  });
+
+  it('holds the queue at 0 for the Retry-After of a 429, then applies the cut limit', () => {
+    const now = 10_000;
+    const learner = new RateLearner(now, undefined, { initialRate: 4 });
+    learner.applied(now - 5000, 4);
+    learner.report(now, report({ dispatched: 12, answered: { submit: 6, status: 5 } }));
+    learner.report(now + 10, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
+    expect(learner.target(now + 20)).toBe(0);
+    expect(learner.nextChangeAt(now + 20)).toBe(now + 1010);
+    expect(learner.target(now + 1010)).toBeCloseTo(3.8, 5); // 0.95 x the 4 rps in force
+  });
+
+  it('does not cut on submissions refused with a long Retry-After while status checks are answered', () => {
+    const now = 10_000;
+    const learner = new RateLearner(now, undefined, { initialRate: 4 });
+    learner.applied(now - 5000, 4);
+    learner.report(now, report({ dispatched: 4, answered: { submit: 1, status: 3 } }));
+    learner.report(now + 10, report({ rateLimited: { submit: 2, status: 0 }, retryAfterMs: 15_000 }));
+    expect(learner.target(now + 20)).toBeGreaterThanOrEqual(4);
+    // The same refusal on a status check is a rate limit.
+    learner.report(now + 30, report({ rateLimited: { submit: 0, status: 1 }, retryAfterMs: 15_000 }));
+    expect(learner.target(now + 40)).toBe(0);
+  });
+
+  it('keeps a pinned limit: holds for Retry-After, never learns', () => {
+    const now = 10_000;
+    const learner = new RateLearner(now);
+    learner.pin(7);
+    learner.applied(now - 5000, 7);
+    learner.report(
+      now,
+      report({ dispatched: 30, rateLimited: { submit: 0, status: 1 }, retryAfterMs: 2000 }),
+    );
+    expect(learner.target(now + 1)).toBe(0);
+    expect(learner.target(now + 2001)).toBe(7);
+    learner.pin(null);
+    expect(learner.target(now + 2001)).toBe(2);
+  });
+
+  it('carries its state: a learner built from it wants the same limit and keeps learning from there', () => {
+    const first = simulate({ gatewayRps: 4, seconds: 60 });
+    const state = JSON.parse(JSON.stringify(first.learner.state)) as typeof first.learner.state;
+    const second = new RateLearner(0, state);
+    expect(second.target(0)).toBe(first.learner.target(0));
+    const { limited, rate } = simulate({ gatewayRps: 4, seconds: 60, learner: second, start: 1_060_000 });
+    expect(limited).toBeLessThanOrEqual(4);
+    expect(rate).toBeGreaterThan(0.8 * 4);
+  });
+});
