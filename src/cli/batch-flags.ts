@@ -83,7 +83,37 @@ export function addSpendSafetyFlags(command: Command): Command {
       )
         .env('VIDBATCH_SUBMIT_TIMEOUT')
         .argParser(positiveSeconds),
+    )
+    .addOption(
+      new Option(
+        '--priority <1-5>',
+        "priority of this batch's gateway calls in the shared rate budget: 1 goes first (default 3)",
+      )
+        .env('VIDBATCH_PRIORITY')
+        .argParser(oneToFive),
+    )
+    .addOption(
+      new Option(
+        '--weight <w>',
+        'share of the rate budget against other batches of the same priority, relative to their weights (default 1)',
+      )
+        .env('VIDBATCH_WEIGHT')
+        .argParser(positiveNumber),
     );
+}
+
+/** A priority: a whole number from 1 to 5. */
+function oneToFive(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 5) throw new InvalidArgumentError('a whole number from 1 to 5');
+  return n;
+}
+
+/** A number > 0. */
+function positiveNumber(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('a number > 0');
+  return n;
 }
 
 /** The batch options the shared flags set; unset flags leave the defaults. */
@@ -102,5 +132,7 @@ export function scheduleAndSpendOptions(o: Record<string, unknown>): StartBatchO
     ...(o.onUnknownSubmit !== undefined ? { onUnknownSubmit: o.onUnknownSubmit as 'resend' | 'fail' } : {}),
     ...(o.maxUnknownResends !== undefined ? { maxUnknownResends: o.maxUnknownResends as number } : {}),
     ...(o.submitTimeout !== undefined ? { submitTimeoutMs: o.submitTimeout as number } : {}),
+    ...(o.priority !== undefined ? { priority: o.priority as number } : {}),
+    ...(o.weight !== undefined ? { weight: o.weight as number } : {}),
   };
 }

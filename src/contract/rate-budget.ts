@@ -5,7 +5,10 @@ import type { ActivityOptions } from '@temporalio/common';
 import { defineQuery, defineSignal } from '@temporalio/workflow';
 
 /** The activities that call the gateway: only these run on the gateway queue. */
-export const GATEWAY_ACTIVITIES = ['submitJob', 'pollJob'] as const;
+export const GATEWAY_ACTIVITIES = ['submitJob', 'checkJob', 'pollJob'] as const;
+
+/** Prompts started after this patch make their gateway calls on the gateway queue, with fairness and priority. */
+export const PATCH_GATEWAY_QUEUE = 'gateway-queue';
 
 /**
  * The gateway activity queue of a task queue. One gateway key per task queue: the queue's limit is the budget

@@ -77,6 +77,10 @@ export interface BatchOptions {
   maxUnknownResends?: number;
   /** Start-to-close of one submit attempt (default 180 s); the worker keeps its HTTP timeout inside it. */
   submitTimeoutMs?: number;
+  /** Rate budget (issue 12): priority of this batch's gateway calls, 1 (first) to 5 (default 3). */
+  priority?: number;
+  /** Rate budget: this batch's weight in the fair share between batches of the same priority (default 1). */
+  weight?: number;
 }
 
 /** What a prompt does after a submit whose outcome is unknown (it may have created a billed job). */
@@ -87,15 +91,20 @@ export const DEFAULT_ON_UNKNOWN_SUBMIT: UnknownSubmitPolicy = 'resend';
 export const DEFAULT_MAX_UNKNOWN_RESENDS = 1;
 export const DEFAULT_SUBMIT_TIMEOUT_MS = 180_000;
 
-/** The spend-safety fields of a batch's options, as its prompts get them. */
+/** The spend-safety and rate-budget fields of a batch's options, as its prompts get them. */
 export function promptSpendOptions(
   options: BatchOptions,
-): Pick<PromptInput, 'onUnknownSubmit' | 'maxUnknownResends' | 'submitTimeoutMs' | 'outDir'> {
+): Pick<
+  PromptInput,
+  'onUnknownSubmit' | 'maxUnknownResends' | 'submitTimeoutMs' | 'outDir' | 'priority' | 'weight'
+> {
   return {
     ...(options.onUnknownSubmit ? { onUnknownSubmit: options.onUnknownSubmit } : {}),
     ...(options.maxUnknownResends !== undefined ? { maxUnknownResends: options.maxUnknownResends } : {}),
     ...(options.submitTimeoutMs !== undefined ? { submitTimeoutMs: options.submitTimeoutMs } : {}),
     ...(options.outDir ? { outDir: options.outDir } : {}),
+    ...(options.priority !== undefined ? { priority: options.priority } : {}),
+    ...(options.weight !== undefined ? { weight: options.weight } : {}),
   };
 }
 
@@ -251,6 +260,9 @@ export interface PromptInput {
   submitTimeoutMs?: number;
   /** The batch's output folder (the jobs journal goes there); default `<outRoot>/<batchId>`. */
   outDir?: string;
+  /** Rate budget: priority and fairness weight of this prompt's gateway calls (BatchOptions). */
+  priority?: number;
+  weight?: number;
 }
 
 /** A verified download of a finished video. */

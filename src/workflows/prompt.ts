@@ -18,6 +18,7 @@ import {
   type ExternalWorkflowHandle,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { gatewayActivityOptions, PATCH_GATEWAY_QUEUE } from '../contract/rate-budget';
 import {
   DEFAULT_RETRY_AFTER_MS,
   FailureType,
@@ -49,7 +50,17 @@ function failureCode(failure: ApplicationFailure | undefined, fallback: string):
 
 export async function promptWorkflow(input: PromptInput): Promise<PromptResult> {
   const prompt = new PromptRun(input);
-  if (patched(PATCH_SPEND_SAFETY)) return spendSafePrompt(prompt);
+  if (patched(PATCH_SPEND_SAFETY)) {
+    // Gateway calls on the rate-limited gateway queue, fair between batches (docs/rate-budget.md).
+    if (patched(PATCH_GATEWAY_QUEUE))
+      prompt.gateway = gatewayActivityOptions({
+        taskQueue: workflowInfo().taskQueue,
+        batchId: input.batchId,
+        priority: input.priority,
+        weight: input.weight,
+      });
+    return spendSafePrompt(prompt);
+  }
   const submit = await submitOnce(prompt);
   if ('failed' in submit) return submit.failed;
   upsertSearchAttributes([{ key: StateAttr, value: 'running' }]);
@@ -62,6 +73,8 @@ class PromptRun {
   readonly batch: ExternalWorkflowHandle | undefined;
   /** Time spent waiting for `unblock`; it does not count against the job's deadline. */
   pausedMs = 0;
+  /** Task queue, fairness and priority of the gateway calls (empty: the workflow's own queue). */
+  gateway: Partial<ReturnType<typeof gatewayActivityOptions>> = {};
   /** When this prompt last went on after a refused key (or started): lifts a worker's local key refusal. */
   unblockedAt = Date.now();
   private unblocked = false;
@@ -323,6 +336,7 @@ async function checkKnownJob(
   spend: SpendState,
 ): Promise<PromptResult | undefined> {
   const { checkJob } = proxyActivities<Activities>({
+    ...prompt.gateway,
     startToCloseTimeout: prompt.input.activityTimeoutMs,
     retry: RETRY_POLICIES.checkJob,
   });
@@ -379,6 +393,7 @@ async function submitSpendSafe(
   const policy = prompt.input.onUnknownSubmit ?? DEFAULT_ON_UNKNOWN_SUBMIT;
   const maxResends = prompt.input.maxUnknownResends ?? DEFAULT_MAX_UNKNOWN_RESENDS;
   const { submitJob } = proxyActivities<Activities>({
+    ...prompt.gateway,
     startToCloseTimeout: prompt.input.submitTimeoutMs ?? DEFAULT_SUBMIT_TIMEOUT_MS,
     retry: RETRY_POLICIES.submitJob,
   });
@@ -495,6 +510,7 @@ async function pollSpendSafe(
     ...spendFields(spend),
   };
   const { pollJob } = proxyActivities<Activities>({
+    ...prompt.gateway,
     startToCloseTimeout: input.activityTimeoutMs,
     retry: RETRY_POLICIES.pollJob(input.poll.intervalMs),
   });
