@@ -215,6 +215,15 @@ export async function withGatewayWorker(main: Worker, options: GatewayWorkerOpti
     if (gateway.getState() === 'RUNNING') gateway.shutdown();
   };
   main.shutdown = shutdownBoth;
+  // Callers see one worker: its running activities are both workers' (gateway calls run on the second).
+  const statusMain = main.getStatus.bind(main);
+  main.getStatus = () => {
+    const status = statusMain();
+    return {
+      ...status,
+      numInFlightActivities: status.numInFlightActivities + gateway.getStatus().numInFlightActivities,
+    };
+  };
   main.run = async () => {
     const results = await Promise.allSettled([
       runMain().finally(shutdownBoth),
