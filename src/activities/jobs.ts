@@ -168,6 +168,11 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         countGatewayError(err, 'submit', gateway);
         if (err instanceof GatewayError && err.outcomeUnknown) {
           count('vidbatch_submit_unknown', { cause: err.name });
+          // One line, not the SDK's stack: the workflow applies the policy and the row reports it.
+          ctx.log.warn('submit outcome unknown: the gateway may have made a job', {
+            rowId: row.id,
+            error: err.message,
+          });
           await journal(input, { rowId: row.id, unknown: true });
         } else if (err instanceof ConnectionError) {
           // Nothing was sent; the next attempt may send (a lost heartbeat only makes it count as unknown).

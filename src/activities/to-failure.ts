@@ -64,6 +64,8 @@ export function toFailure(
       message,
       nonRetryable: true,
       details: shown === undefined ? undefined : [shown],
+      // An unknown submit outcome is handled by the workflow and reported on the row: no SDK warning stack.
+      ...(type === FailureType.SubmitUnknown ? { category: ApplicationFailureCategory.BENIGN } : {}),
     });
   }
   const nextRetryDelay = rateLimitWaitMs ?? retryDelayMs;
@@ -84,6 +86,7 @@ export function submitUnknown(message: string): ApplicationFailure {
     message,
     nonRetryable: true,
     details: [{ code: 'submit_unknown' }],
+    category: ApplicationFailureCategory.BENIGN,
   });
 }
 
