@@ -49,6 +49,10 @@ const options = new Command('bench')
       .argParser(Number)
       .default(0),
   )
+  .option(
+    '--shared-budget',
+    "vidbatch's batches on the shared, server-enforced rate budget (run --shared-budget)",
+  )
   .option('--no-peer', 'skip the naive peer')
   .option('--timeline', "print vidbatch's requests per 10 s (submits, status checks, 429s)")
   .option('--json', 'print JSON too')
@@ -66,6 +70,7 @@ const options = new Command('bench')
     workers: number;
     batches: number;
     maxRunning: number;
+    sharedBudget?: boolean;
   }>();
 if (options.maxRunning > 0) options.rateLimit = 0;
 
@@ -148,9 +153,12 @@ const workers = await Promise.all(
 const client = new Client({ connection: await Connection.connect({ address: server.address }) });
 const session: Session = { client, taskQueue: 'bench', namespace: 'default', close: async () => {} };
 
-const batchOptions: StartBatchOptions = options.scale
-  ? { concurrency: 200, poll: { firstPollMs: 1000, intervalMs: 500, backoff: 1, capMs: 1000, jitter: 0.1 } }
-  : {}; // vidbatch's defaults, not told the gateway's rate limit
+const batchOptions: StartBatchOptions = {
+  ...(options.scale
+    ? { concurrency: 200, poll: { firstPollMs: 1000, intervalMs: 500, backoff: 1, capMs: 1000, jitter: 0.1 } }
+    : {}), // vidbatch's defaults, not told the gateway's rate limit
+  ...(options.sharedBudget ? { sharedBudget: true } : {}),
+};
 const prompts = (await vbenchPrompts()).slice(0, Math.min(options.prompts, 946));
 const peer = options.peer
   ? runNaivePeer({

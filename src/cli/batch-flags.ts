@@ -86,8 +86,14 @@ export function addSpendSafetyFlags(command: Command): Command {
     )
     .addOption(
       new Option(
+        '--shared-budget',
+        "experimental: this batch's gateway calls on the rate budget the Temporal server enforces for all workers (docs/rate-budget.md); default: each worker paces itself",
+      ).env('VIDBATCH_SHARED_BUDGET'),
+    )
+    .addOption(
+      new Option(
         '--priority <1-5>',
-        "priority of this batch's gateway calls in the shared rate budget: 1 goes first (default 3)",
+        "with --shared-budget: priority of this batch's gateway calls, 1 goes first (default 3)",
       )
         .env('VIDBATCH_PRIORITY')
         .argParser(oneToFive),
@@ -95,7 +101,7 @@ export function addSpendSafetyFlags(command: Command): Command {
     .addOption(
       new Option(
         '--weight <w>',
-        'share of the rate budget against other batches of the same priority, relative to their weights (default 1)',
+        'with --shared-budget: share of the budget against batches of the same priority, relative to their weights (default 1)',
       )
         .env('VIDBATCH_WEIGHT')
         .argParser(positiveNumber),
@@ -132,6 +138,7 @@ export function scheduleAndSpendOptions(o: Record<string, unknown>): StartBatchO
     ...(o.onUnknownSubmit !== undefined ? { onUnknownSubmit: o.onUnknownSubmit as 'resend' | 'fail' } : {}),
     ...(o.maxUnknownResends !== undefined ? { maxUnknownResends: o.maxUnknownResends as number } : {}),
     ...(o.submitTimeout !== undefined ? { submitTimeoutMs: o.submitTimeout as number } : {}),
+    ...(o.sharedBudget ? { sharedBudget: true } : {}),
     ...(o.priority !== undefined ? { priority: o.priority as number } : {}),
     ...(o.weight !== undefined ? { weight: o.weight as number } : {}),
   };

@@ -77,7 +77,12 @@ export interface BatchOptions {
   maxUnknownResends?: number;
   /** Start-to-close of one submit attempt (default 180 s); the worker keeps its HTTP timeout inside it. */
   submitTimeoutMs?: number;
-  /** Rate budget (issue 12): priority of this batch's gateway calls, 1 (first) to 5 (default 3). */
+  /**
+   * Rate budget (issue 12, opt-in while its learner is slower than the per-worker pacers; docs/rate-budget.md):
+   * this batch's gateway calls go to the gateway queue, whose server-side limit all workers share.
+   */
+  sharedBudget?: boolean;
+  /** With sharedBudget: priority of this batch's gateway calls, 1 (first) to 5 (default 3). */
   priority?: number;
   /** Rate budget: this batch's weight in the fair share between batches of the same priority (default 1). */
   weight?: number;
@@ -96,13 +101,20 @@ export function promptSpendOptions(
   options: BatchOptions,
 ): Pick<
   PromptInput,
-  'onUnknownSubmit' | 'maxUnknownResends' | 'submitTimeoutMs' | 'outDir' | 'priority' | 'weight'
+  | 'onUnknownSubmit'
+  | 'maxUnknownResends'
+  | 'submitTimeoutMs'
+  | 'outDir'
+  | 'sharedBudget'
+  | 'priority'
+  | 'weight'
 > {
   return {
     ...(options.onUnknownSubmit ? { onUnknownSubmit: options.onUnknownSubmit } : {}),
     ...(options.maxUnknownResends !== undefined ? { maxUnknownResends: options.maxUnknownResends } : {}),
     ...(options.submitTimeoutMs !== undefined ? { submitTimeoutMs: options.submitTimeoutMs } : {}),
     ...(options.outDir ? { outDir: options.outDir } : {}),
+    ...(options.sharedBudget ? { sharedBudget: true } : {}),
     ...(options.priority !== undefined ? { priority: options.priority } : {}),
     ...(options.weight !== undefined ? { weight: options.weight } : {}),
   };
@@ -260,7 +272,8 @@ export interface PromptInput {
   submitTimeoutMs?: number;
   /** The batch's output folder (the jobs journal goes there); default `<outRoot>/<batchId>`. */
   outDir?: string;
-  /** Rate budget: priority and fairness weight of this prompt's gateway calls (BatchOptions). */
+  /** Rate budget: the shared budget, and the priority and fairness weight of this prompt's gateway calls. */
+  sharedBudget?: boolean;
   priority?: number;
   weight?: number;
 }

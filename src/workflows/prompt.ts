@@ -51,8 +51,9 @@ function failureCode(failure: ApplicationFailure | undefined, fallback: string):
 export async function promptWorkflow(input: PromptInput): Promise<PromptResult> {
   const prompt = new PromptRun(input);
   if (patched(PATCH_SPEND_SAFETY)) {
-    // Gateway calls on the rate-limited gateway queue, fair between batches (docs/rate-budget.md).
-    if (patched(PATCH_GATEWAY_QUEUE))
+    // With the shared budget, gateway calls on the rate-limited gateway queue, fair between batches
+    // (docs/rate-budget.md); patched() first, so the marker is written whatever the batch chose.
+    if (patched(PATCH_GATEWAY_QUEUE) && input.sharedBudget)
       prompt.gateway = gatewayActivityOptions({
         taskQueue: workflowInfo().taskQueue,
         batchId: input.batchId,
