@@ -137,7 +137,7 @@ describe('one rate budget across two worker processes', () => {
     const limit = described.config?.queueRateLimit?.rateLimit?.requestsPerSecond ?? 0;
     expect(described.config?.queueRateLimit?.metadata?.reason).toMatch(/^vidbatch:/);
     expect(limit).toBeGreaterThan(1.5);
-    expect(limit).toBeLessThanOrEqual(3.6);
+    expect(limit).toBeLessThanOrEqual(4); // near 3: the learner probes a little above a ceiling it found
     const learner = await client.workflow
       .getHandle(rateBudgetWorkflowId(gatewayQueue(taskQueue)))
       .query(rateBudgetQuery);
