@@ -44,7 +44,7 @@ describe('operator commands', () => {
   it('status, pause, set-concurrency, resume, watch, list, results and retry-failed on a live batch', async () => {
     env = await testEnv({
       // Long enough that the batch is still running after several spawned commands on a loaded machine.
-      jobSeconds: 6, // the batch must still be running after several spawned commands on a loaded machine
+      jobSeconds: 6,
       jobJitterSeconds: 0.3,
       faults: { moderationWords: ['forbidden'] },
     });
