@@ -231,19 +231,42 @@ async function pollUntilDone(
         await prompt.waitForUnblock(failure);
         continue;
       }
-      return prompt.finish({
-        ...common,
-        status: 'failed',
-        polls: 0,
-        errorCode: failureCode(failure, 'poll_failed'),
-        errorMessage: failure?.message ?? String(err),
-      });
+      return pollFailed(prompt, common, failure, err);
     }
-    if (outcome.status === 'succeeded' && outcome.url && input.downloadDir) {
-      return prompt.finish({ ...common, ...outcome, ...(await download(input, outcome.url)) });
-    }
-    return prompt.finish({ ...common, ...outcome });
+    return pollFinished(prompt, common, outcome);
   }
+}
+
+/** What a submitted row's result carries whatever the poll's outcome: its job, its submit attempts. */
+type PollCommon = Pick<PromptResult, 'attempts'> & Partial<PromptResult>;
+
+/** A poll that failed for good (not a pause, a cancellation or the deadline): the row fails with its code. */
+function pollFailed(
+  prompt: PromptRun,
+  common: PollCommon,
+  failure: ApplicationFailure | undefined,
+  err: unknown,
+): PromptResult {
+  return prompt.finish({
+    ...common,
+    status: 'failed',
+    polls: 0,
+    errorCode: failureCode(failure, 'poll_failed'),
+    errorMessage: failure?.message ?? String(err),
+  });
+}
+
+/** The job finished: the row ends with its outcome, after the video is fetched when asked (--download). */
+async function pollFinished(
+  prompt: PromptRun,
+  common: PollCommon,
+  outcome: PollOutcome,
+): Promise<PromptResult> {
+  const { input } = prompt;
+  if (outcome.status === 'succeeded' && outcome.url && input.downloadDir) {
+    return prompt.finish({ ...common, ...outcome, ...(await download(input, outcome.url)) });
+  }
+  return prompt.finish({ ...common, ...outcome });
 }
 
 /** Fetches the finished video right away (result URLs expire at many providers); a failure is recorded, not fatal. */
@@ -544,17 +567,8 @@ async function pollSpendSafe(
         }
         continue;
       }
-      return prompt.finish({
-        ...common,
-        status: 'failed',
-        polls: 0,
-        errorCode: failureCode(failure, 'poll_failed'),
-        errorMessage: failure?.message ?? String(err),
-      });
+      return pollFailed(prompt, common, failure, err);
     }
-    if (outcome.status === 'succeeded' && outcome.url && input.downloadDir) {
-      return prompt.finish({ ...common, ...outcome, ...(await download(input, outcome.url)) });
-    }
-    return prompt.finish({ ...common, ...outcome });
+    return pollFinished(prompt, common, outcome);
   }
 }
