@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_BATCH_OPTIONS, type BatchOptions, type PromptResult } from '../../src/contract/types';
 import { BatchState } from '../../src/workflows/batch-state';
+import { promptResult } from '../fixtures/prompt-result';
 
 /** A batch state whose effects are recorded in order. */
 function batch(options: Partial<BatchOptions> = {}, totalRows = 20, carry?: ReturnType<BatchState['carry']>) {
@@ -14,18 +15,7 @@ function batch(options: Partial<BatchOptions> = {}, totalRows = 20, carry?: Retu
 }
 
 function result(rowId: string, status: PromptResult['status']): PromptResult {
-  return {
-    rowId,
-    line: 2,
-    prompt: 'p',
-    model: 'm',
-    input: {},
-    parameters: {},
-    status,
-    attempts: 1,
-    polls: 1,
-    finishedAt: '',
-  };
+  return promptResult(rowId, { status });
 }
 
 describe('BatchState', () => {

@@ -1,20 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { PromptResult } from '../../src/contract/types';
 import { ResultRecorder, takeGroup, utf8Length } from '../../src/workflows/result-recorder';
+import { promptResult } from '../fixtures/prompt-result';
 
 function result(rowId: string): PromptResult {
-  return {
-    rowId,
-    line: 2,
-    prompt: 'p',
-    model: 'm',
-    input: {},
-    parameters: {},
-    status: 'succeeded',
-    attempts: 1,
-    polls: 1,
-    finishedAt: '',
-  };
+  return promptResult(rowId);
 }
 
 /** A recorder whose groups are recorded by hand: each call waits until `settle` is called. */

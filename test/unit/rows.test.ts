@@ -8,23 +8,12 @@ import { loadCsv } from '../../src/input/csv';
 import { appendJournal } from '../../src/results/jobs-journal';
 import { appendResults } from '../../src/results/manifest';
 import { FolderPrior } from '../../src/results/prior';
+import { promptResult } from '../fixtures/prompt-result';
 
 const at = '2030-01-01T00:00:00.000Z';
 
 function result(rowId: string, rest: Partial<PromptResult>): PromptResult {
-  return {
-    rowId,
-    line: 2,
-    prompt: 'p',
-    model: 'm',
-    input: {},
-    parameters: {},
-    status: 'failed',
-    attempts: 1,
-    polls: 0,
-    finishedAt: at,
-    ...rest,
-  };
+  return promptResult(rowId, { status: 'failed', polls: 0, finishedAt: at, ...rest });
 }
 
 async function csv(rows: number, promptBytes = 10) {
