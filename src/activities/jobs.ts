@@ -5,6 +5,7 @@
 // a real check). Every gateway call fits inside its attempt: the pacer wait and the HTTP timeout together.
 import { resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
+import { defaultPayloadConverter } from '@temporalio/common';
 import { SUSPICIOUS_RETRY_AFTER_MS } from '../contract/failures';
 import type { JobCheck, PollOutcome, PollSchedule, PromptRow, SubmitResult } from '../contract/types';
 import type { GatewayClient } from '../gateway/client';
@@ -42,6 +43,11 @@ export interface PollInput {
    */
   deadlineAt?: number;
   unblockedAt?: number;
+  /**
+   * The workflow already waited for the first check (a timer): the first attempt checks at once. Set on the
+   * gateway queue, where every dispatch takes a token of the shared budget.
+   */
+  checkNow?: boolean;
 }
 
 export interface CheckInput {
@@ -52,6 +58,21 @@ export interface CheckInput {
 /** Heartbeat details of a submit attempt about to send: a later attempt that sees them cannot know the outcome. */
 interface SubmitHeartbeat {
   sending: boolean;
+}
+
+/**
+ * Records the submit attempt's heartbeat on the server and waits for it. `ctx.heartbeat` is sent in the
+ * background (and throttled): a worker killed just after it, with the POST already out, would leave no trace,
+ * and the retry would resend unflagged. If this fails, the POST is not sent (the attempt fails and retries).
+ */
+async function recordHeartbeat(ctx: Context, details: SubmitHeartbeat): Promise<void> {
+  const { client, info } = ctx;
+  await client.workflowService.recordActivityTaskHeartbeat({
+    taskToken: info.taskToken,
+    namespace: info.activityNamespace,
+    identity: client.options.identity,
+    details: { payloads: [defaultPayloadConverter.toPayload(details)] },
+  });
 }
 
 /**
@@ -151,14 +172,20 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
             maxWaitMs: pacerMs,
             sendBy,
             ...(input.unblockedAt !== undefined ? { unblockedAt: input.unblockedAt } : {}),
-            beforeSend: () => ctx.heartbeat({ sending: true } satisfies SubmitHeartbeat),
+            beforeSend: () => recordHeartbeat(ctx, { sending: true }),
           },
         );
         count('vidbatch_jobs_submitted');
         await journal(input, { rowId: row.id, jobId: job.id });
         const paced = pacedSubmits.get(key) ?? 0;
         pacedSubmits.delete(key);
-        return { jobId: job.id, submittedAt: Date.now(), attempts: Math.max(1, attempt - paced) };
+        const firstCheckAgeMs = latency.firstCheckAge(job.id);
+        return {
+          jobId: job.id,
+          submittedAt: Date.now(),
+          attempts: Math.max(1, attempt - paced),
+          ...(firstCheckAgeMs !== undefined ? { firstCheckAgeMs } : {}),
+        };
       } catch (err) {
         if (err instanceof PacerBusyError) {
           if (pacedSubmits.size > 10_000) pacedSubmits.clear();
@@ -175,8 +202,8 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
           });
           await journal(input, { rowId: row.id, unknown: true });
         } else if (err instanceof ConnectionError) {
-          // Nothing was sent; the next attempt may send (a lost heartbeat only makes it count as unknown).
-          ctx.heartbeat({ sending: false } satisfies SubmitHeartbeat);
+          // Nothing was sent; the next attempt may send (if this is lost, it only counts as unknown).
+          await recordHeartbeat(ctx, { sending: false }).catch(() => undefined);
         }
         throw toFailure(err, 'submitJob');
       }
@@ -213,10 +240,13 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
      * With `deadlineAt`, the row ends as deadline_exceeded only when a check sent at or after it finds the
      * job unfinished; waits (Retry-After, the pacer) never end it, and no wait runs far past the deadline.
      */
-    async pollJob({ jobId, submittedAt, poll, deadlineAt, unblockedAt }: PollInput): Promise<PollOutcome> {
+    async pollJob(input: PollInput): Promise<PollOutcome> {
+      const { jobId, submittedAt, poll, deadlineAt, unblockedAt } = input;
       const { attempt } = Context.current().info;
       const now = Date.now();
-      const timing = nextCheck(poll, attempt, jobId, now - submittedAt, latency);
+      const timing = nextCheck(poll, attempt, jobId, now - submittedAt, latency, {
+        firstCheckDue: input.checkNow === true && attempt === 1,
+      });
       const untilDeadline = deadlineAt === undefined ? Infinity : deadlineAt - now;
       if ('waitMs' in timing && untilDeadline > 0) {
         const waitMs = Math.min(timing.waitMs, untilDeadline + 100);

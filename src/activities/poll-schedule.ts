@@ -41,7 +41,8 @@ export interface LatencyEstimate {
 /**
  * One attempt of pollJob for a job `ageMs` old: `waitMs` when it is not due for a check yet (the first check
  * comes at the learned first-check age, or `firstPollMs` until that is known); otherwise check now, and
- * `retryDelayMs` is the wait before the next check should the job be unfinished.
+ * `retryDelayMs` is the wait before the next check should the job be unfinished. `firstCheckDue`: the caller
+ * already waited for the first check (a workflow timer), so it is due whatever the estimate says now.
  */
 export function nextCheck(
   poll: PollSchedule,
@@ -49,12 +50,12 @@ export function nextCheck(
   jobId: string,
   ageMs: number,
   latency: LatencyEstimate,
-  random: () => number = Math.random,
+  { random = Math.random, firstCheckDue = false }: { random?: () => number; firstCheckDue?: boolean } = {},
 ): { waitMs: number } | { retryDelayMs: number } {
   const adaptive = poll.adaptive !== false;
   const dueMs = adaptive ? latency.dueAge() : undefined;
   const untilFirstCheck = ((adaptive ? latency.firstCheckAge(jobId) : undefined) ?? poll.firstPollMs) - ageMs;
-  if (untilFirstCheck > 0) return { waitMs: untilFirstCheck };
+  if (untilFirstCheck > 0 && !firstCheckDue) return { waitMs: untilFirstCheck };
   return {
     retryDelayMs:
       dueMs === undefined ? pollDelayMs(poll, attempt, random) : adaptiveDelayMs(poll, dueMs, ageMs, random),

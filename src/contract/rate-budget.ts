@@ -11,6 +11,12 @@ export const GATEWAY_ACTIVITIES = ['submitJob', 'checkJob', 'pollJob'] as const;
 export const PATCH_GATEWAY_QUEUE = 'gateway-queue';
 
 /**
+ * Prompts on the gateway queue started after this patch wait for a job's first status check in a workflow
+ * timer, not in a pollJob attempt that sends nothing: every dispatch there takes a token of the budget.
+ */
+export const PATCH_FIRST_CHECK_TIMER = 'first-check-timer';
+
+/**
  * The gateway activity queue of a task queue. One gateway key per task queue: the queue's limit is the budget
  * of the key the workers on it use, so workers with different keys need different task queues.
  */

@@ -233,6 +233,11 @@ export interface SubmitResult {
   /** Epoch ms when the gateway accepted the job. */
   submittedAt: number;
   attempts: number;
+  /**
+   * The job age at which the worker would check it first, once it has learned the gateway's latency
+   * (activities/latency.ts); absent until then (the poll schedule's firstPollMs applies).
+   */
+  firstCheckAgeMs?: number;
 }
 
 /** One status check of a job known from an earlier run (checkJob). */

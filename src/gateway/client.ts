@@ -69,8 +69,11 @@ export interface CallOptions {
   sendBy?: number;
   /** When the caller was last told to go on after a refused key (a resume); later than the refusal lifts it. */
   unblockedAt?: number;
-  /** Called right before the request is sent (after the pacer): the submit activity heartbeats there. */
-  beforeSend?: () => void;
+  /**
+   * Awaited right before the request is sent (after the pacer): the submit activity records that it is sending
+   * there. If it throws, nothing is sent and its error is the call's.
+   */
+  beforeSend?: () => void | Promise<void>;
 }
 
 /** Below this much time left, a call is not sent at all: it could not get an answer in time. */
@@ -187,8 +190,8 @@ export class GatewayClient {
       throw new PacerBusyError(1000, `${what}: not sent: too little time left in this attempt`);
     const timeoutMs = Math.min(limit, left);
     const key = this.options.apiKey();
+    await options.beforeSend?.();
     try {
-      options.beforeSend?.();
       return await this.send(method, path, body, extraHeaders, key, timeoutMs);
     } catch (err) {
       const error = err instanceof GatewayError ? err : new GatewayError(this.redact(String(err)));

@@ -18,7 +18,11 @@ import {
   type ExternalWorkflowHandle,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { gatewayActivityOptions, PATCH_GATEWAY_QUEUE } from '../contract/rate-budget';
+import {
+  gatewayActivityOptions,
+  PATCH_FIRST_CHECK_TIMER,
+  PATCH_GATEWAY_QUEUE,
+} from '../contract/rate-budget';
 import {
   DEFAULT_RETRY_AFTER_MS,
   FailureType,
@@ -347,7 +351,7 @@ async function spendSafePrompt(prompt: PromptRun): Promise<PromptResult> {
   const submit = await submitSpendSafe(prompt, spend);
   if ('failed' in submit) return submit.failed;
   upsertSearchAttributes([{ key: StateAttr, value: 'running' }]);
-  return pollSpendSafe(prompt, submit.submitted, spend);
+  return pollSpendSafe(prompt, submit.submitted, spend, { fresh: true });
 }
 
 /**
@@ -520,11 +524,13 @@ async function submitSpendSafe(
 /**
  * Polls the job until it is terminal; the poll activity decides the deadline from a real status check made
  * after `deadlineAt` (submit time + job deadline + time paused). No schedule-to-close: waiting is not failing.
+ * `fresh`: the job was just submitted (not a known job from an earlier run, which is checked at once).
  */
 async function pollSpendSafe(
   prompt: PromptRun,
   submitted: SubmitResult,
   spend: SpendState,
+  { fresh = false } = {},
 ): Promise<PromptResult> {
   const { input } = prompt;
   const common = {
@@ -538,6 +544,23 @@ async function pollSpendSafe(
     startToCloseTimeout: input.activityTimeoutMs,
     retry: RETRY_POLICIES.pollJob(input.poll.intervalMs),
   });
+  // On the gateway queue every dispatch takes a token of the shared budget, so the wait for the first check
+  // is a timer here rather than a pollJob attempt that sends nothing (docs/rate-budget.md).
+  let checkNow = false;
+  if (fresh && prompt.gateway.taskQueue !== undefined && patched(PATCH_FIRST_CHECK_TIMER)) {
+    const learned = input.poll.adaptive !== false ? submitted.firstCheckAgeMs : undefined;
+    const deadlineAt = submitted.submittedAt + input.jobDeadlineMs + prompt.pausedMs;
+    const dueAt = Math.min(submitted.submittedAt + (learned ?? input.poll.firstPollMs), deadlineAt + 100);
+    try {
+      if (dueAt > Date.now())
+        await sleep(dueAt - Date.now(), { summary: `first status check of job ${submitted.jobId}` });
+    } catch (err) {
+      if (isCancellation(err))
+        return { ...cancelledResult(prompt, spend, submitted.jobId, 'polling'), ...common };
+      throw err;
+    }
+    checkNow = true;
+  }
   for (;;) {
     let outcome: PollOutcome;
     try {
@@ -548,6 +571,7 @@ async function pollSpendSafe(
           poll: input.poll,
           deadlineAt: submitted.submittedAt + input.jobDeadlineMs + prompt.pausedMs,
           unblockedAt: prompt.unblockedAt,
+          ...(checkNow ? { checkNow } : {}),
         },
       ]);
     } catch (err) {

@@ -39,11 +39,19 @@ describe('benchmark and chaos harnesses (smoke)', () => {
   }, 180_000);
 
   it('chaos passes its checks after a worker kill and a server restart', async () => {
-    const { stdout } = await run(TSX, ['bench/chaos.ts', '--prompts', '100', '--kills', '2'], {
+    // On a failure, what chaos printed (its checks, faults and events) is the assertion's message.
+    const { stdout, failed } = await run(TSX, ['bench/chaos.ts', '--prompts', '100', '--kills', '2'], {
       cwd: ROOT,
       timeout: 150_000,
-    });
-    expect(stdout.match(/^ok /gm)).toHaveLength(7); // the hostile default: idempotency off, 3 spend checks
+    }).then(
+      ({ stdout }) => ({ stdout, failed: '' }),
+      (err: { stdout?: string; stderr?: string; message: string }) => ({
+        stdout: err.stdout ?? '',
+        failed: `${err.message}\n${err.stdout ?? ''}\n${(err.stderr ?? '').slice(-4000)}`,
+      }),
+    );
+    expect(failed, failed).toBe('');
+    expect(stdout.match(/^ok /gm), stdout).toHaveLength(7); // the hostile default: idempotency off, 3 spend checks
     expect(stdout).not.toMatch(/^FAIL/m);
     expect(stdout).toContain('SIGKILL worker #1');
   }, 180_000);

@@ -293,14 +293,21 @@ describe('submit outcome: not sent / refused vs unknown', () => {
     const error = await client.submit(request, 'k', { sendBy: Date.now() + 400 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(TimeoutError);
     expect(Date.now() - started).toBeLessThan(1500);
-    const before = sim.stats().requests['POST /v1/videos/generations'];
+    const before = sim.state.jobs.size; // the slow submit above made its job at once
     let sent = false;
     const late = await client
-      .submit(request, 'k', { sendBy: Date.now() + 50, beforeSend: () => (sent = true) })
+      .submit(request, 'k', { sendBy: Date.now() + 50, beforeSend: () => void (sent = true) })
       .catch((e: unknown) => e);
     expect(late).toBeInstanceOf(PacerBusyError);
     expect(sent).toBe(false);
-    expect(sim.stats().requests['POST /v1/videos/generations']).toEqual(before);
+    expect(sim.state.jobs.size).toBe(before);
+    // A beforeSend that fails (the heartbeat could not be recorded) sends nothing and is the call's error.
+    const unrecorded = await client
+      .submit(request, 'k', { beforeSend: () => Promise.reject(new Error('heartbeat not recorded')) })
+      .catch((e: unknown) => e);
+    expect(unrecorded).toMatchObject({ message: 'heartbeat not recorded' });
+    expect(sim.state.jobs.size).toBe(before);
+    expect(before).toBe(1);
   });
 });
 

@@ -58,4 +58,12 @@ describe('nextCheck', () => {
   it('checks a job past its first-check age at once, even on the first attempt', () => {
     expect(nextCheck(poll, 1, 'j', 45_000, learned())).toEqual({ retryDelayMs: 15_000 });
   });
+
+  it('checks at once when the workflow already waited for the first check, whatever the estimate now', () => {
+    const estimate = learned(60_000, 54_000); // learned while the timer ran: later than when it was set
+    expect(nextCheck(poll, 1, 'j', 30_000, estimate, { firstCheckDue: true })).toEqual({
+      retryDelayMs: 6000,
+    });
+    expect(nextCheck(poll, 1, 'j', 30_000, estimate)).toEqual({ waitMs: 24_000 });
+  });
 });
