@@ -3,6 +3,13 @@
 import { join, resolve } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { FailureType } from '../contract/failures';
+import {
+  fairnessKey,
+  gatewayQueue,
+  rateBudgetQuery,
+  rateBudgetWorkflowId,
+  type BatchShare,
+} from '../contract/rate-budget';
 import type { BatchProgress, BatchResult } from '../contract/types';
 import { manifestPath as manifestIn, summarizeManifest, type ManifestSummary } from '../results/manifest';
 import { batchHandle, getProgress } from './batches';
@@ -25,6 +32,29 @@ export interface BatchStatus {
    * cancelled, failed or terminated batch, and across re-runs.
    */
   final?: ManifestSummary;
+  /** With the shared budget (`run --shared-budget`): this batch's share of the gateway calls, from the learner. */
+  budget?: BudgetShare;
+}
+
+export interface BudgetShare extends BatchShare {
+  /** The gateway queue's limit now (requests/second), null before the learner set one. */
+  limit: number | null;
+  /** Batches that made gateway calls in the window, this one included. */
+  batches: number;
+}
+
+/** This batch's share of the shared gateway budget over the last 30 s, if it made calls on it. */
+export async function budgetShare(
+  client: Client,
+  batchId: string,
+  taskQueue: string,
+): Promise<BudgetShare | undefined> {
+  const learner = client.workflow.getHandle(rateBudgetWorkflowId(gatewayQueue(taskQueue)));
+  const snapshot = await learner.query(rateBudgetQuery).catch(() => undefined);
+  const key = fairnessKey(batchId);
+  const mine = snapshot?.batches?.find((b) => b.batch === key);
+  if (!snapshot || !mine) return undefined;
+  return { ...mine, limit: snapshot.applied, batches: snapshot.batches?.length ?? 1 };
 }
 
 export async function promptStateCounts(
@@ -52,7 +82,11 @@ export async function batchStatus(client: Client, batchId: string, outRoot = 'ou
     closeTime: description.closeTime,
     promptStates: await promptStateCounts(client, batchId),
   };
-  if (description.status.name === 'RUNNING') status.progress = await getProgress(handle);
+  if (description.status.name === 'RUNNING') {
+    status.progress = await getProgress(handle);
+    const budget = await budgetShare(client, batchId, description.taskQueue);
+    if (budget) status.budget = budget;
+  }
   if (status.progress && !status.progress.holdUntil) {
     const held = await pollsHeldUntil(client, batchId).catch(() => undefined);
     if (held) Object.assign(status.progress, { holdUntil: held, holdReason: null });

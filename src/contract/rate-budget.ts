@@ -16,6 +16,9 @@ export const PATCH_GATEWAY_QUEUE = 'gateway-queue';
  */
 export const PATCH_FIRST_CHECK_TIMER = 'first-check-timer';
 
+/** Learners started after this patch start at 4 rps, cut to 0.9 of a 429's rate and let a probe raise the ceiling. */
+export const PATCH_LEARNER_V2 = 'learner-v2';
+
 /**
  * The gateway activity queue of a task queue. One gateway key per task queue: the queue's limit is the budget
  * of the key the workers on it use, so workers with different keys need different task queues.
@@ -92,6 +95,19 @@ export interface RateReport {
   rateLimited: { submit: number; status: number };
   /** The longest Retry-After among those 429s (ms). */
   retryAfterMs: number;
+  /** Dispatches by fairness key (the batch id, see fairnessKey); absent from workers before shares. */
+  byBatch?: Record<string, number>;
+}
+
+/** One batch's part of the gateway calls over the last half minute (`status`, the learner's UI details). */
+export interface BatchShare {
+  /** The batch's fairness key: its id (a prefix and a hash when over 64 bytes). */
+  batch: string;
+  dispatched: number;
+  /** Of all the queue's dispatches in the window, 0..1. */
+  share: number;
+  /** Dispatches per second. */
+  rps: number;
 }
 
 /** A limit an operator set (`worker --gateway-rps`, VIDBATCH_GATEWAY_RPS), or null to let the learner learn. */
@@ -132,6 +148,8 @@ export interface RateBudgetSnapshot {
   dispatchRate: number;
   reports: number;
   rateLimited: number;
+  /** Each batch's share of the gateway calls over the last 30 s; absent from learners before shares. */
+  batches?: BatchShare[];
 }
 
 export const rateReportSignal = defineSignal<[RateReport]>('rateReport');

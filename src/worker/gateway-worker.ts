@@ -89,8 +89,13 @@ export class RateReporter {
     this.timer.unref();
   }
 
-  dispatched(): void {
+  /** `batch`: the activity's fairness key (its batch), for each batch's share. */
+  dispatched(batch: string | undefined): void {
     this.report.dispatched += 1;
+    if (batch !== undefined) {
+      const byBatch = (this.report.byBatch ??= {});
+      byBatch[batch] = (byBatch[batch] ?? 0) + 1;
+    }
   }
 
   sent(kind: CallKind): void {
@@ -159,7 +164,7 @@ class ReportingInterceptor implements ActivityInboundCallsInterceptor {
 
   async execute(input: ActivityExecuteInput, next: Next<ActivityInboundCallsInterceptor, 'execute'>) {
     this.onFirstDispatch();
-    this.reporter.dispatched();
+    this.reporter.dispatched(Context.current().info.priority?.fairnessKey);
     try {
       return await next(input);
     } catch (err) {

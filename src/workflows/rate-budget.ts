@@ -8,19 +8,23 @@ import {
   condition,
   continueAsNew,
   log,
+  patched,
   proxyActivities,
+  setCurrentDetails,
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { RateBudgetActivities } from '../activities/rate-budget';
 import {
+  PATCH_LEARNER_V2,
   pinRateSignal,
   rateBudgetQuery,
   rateReportSignal,
   type RateBudgetInput,
   type RateBudgetSnapshot,
 } from '../contract/rate-budget';
-import { RateLearner } from './rate-learner';
+import { BatchShares, budgetMarkdown } from './batch-shares';
+import { LEARNER_V1, RateLearner } from './rate-learner';
 
 const { applyQueueLimit } = proxyActivities<RateBudgetActivities>({
   startToCloseTimeout: '10s',
@@ -32,17 +36,33 @@ const MAX_HISTORY_EVENTS = 2000;
 
 export async function rateBudgetWorkflow(input: RateBudgetInput): Promise<void> {
   const { gatewayQueue } = input;
-  const learner = new RateLearner(Date.now(), input.state);
+  // Learners started before the patch keep the first version's settings (their commands depend on them).
+  const learner = new RateLearner(Date.now(), input.state, patched(PATCH_LEARNER_V2) ? {} : LEARNER_V1);
+  const shares = new BatchShares();
   let applied: number | null = null; // unknown until this run applies it
   let appliedAt = 0;
   // Reports arrive about once a second per worker; only a 429 or a pin needs the loop before its next tick.
   let messages = 0;
   let urgent = 0;
 
+  // Defined before the handlers: signal-with-start's signal is delivered as soon as its handler is set.
+  const reason = (now: number, rps: number): string => {
+    const s = learner.state;
+    if (rps === 0) return `vidbatch: gateway Retry-After, held until ${new Date(s.holdUntil).toISOString()}`;
+    if (s.pinned !== null) return `vidbatch: pinned by an operator (--gateway-rps)`;
+    if (s.ceiling === undefined) return 'vidbatch: slow start (no 429 yet)';
+    const probing = now - s.cutAt >= s.plateauMs;
+    return `vidbatch: ${probing ? 'probing above' : 'settled under'} a 429 at ${s.ceiling.toFixed(2)} rps`;
+  };
+
   setHandler(rateReportSignal, (report) => {
     messages += 1;
     if (report.rateLimited.submit + report.rateLimited.status > 0) urgent += 1;
     learner.report(Date.now(), report);
+    shares.add(Date.now(), report.byBatch);
+    // The Web UI shows these details on the learner's page: the limit, and each batch's share of it.
+    const why = applied === null ? 'not applied yet' : reason(Date.now(), applied);
+    setCurrentDetails(budgetMarkdown(applied, why, shares.shares(Date.now())));
   });
   setHandler(pinRateSignal, ({ worker, rps }) => {
     messages += 1;
@@ -57,16 +77,8 @@ export async function rateBudgetWorkflow(input: RateBudgetInput): Promise<void> 
     dispatchRate: learner.dispatchRate(Date.now()),
     reports: learner.reports,
     rateLimited: learner.rateLimited,
+    batches: shares.shares(Date.now()),
   }));
-
-  const reason = (now: number, rps: number): string => {
-    const s = learner.state;
-    if (rps === 0) return `vidbatch: gateway Retry-After, held until ${new Date(s.holdUntil).toISOString()}`;
-    if (s.pinned !== null) return `vidbatch: pinned by an operator (--gateway-rps)`;
-    if (s.ceiling === undefined) return 'vidbatch: slow start (no 429 yet)';
-    const probing = now - s.cutAt >= s.plateauMs;
-    return `vidbatch: ${probing ? 'probing above' : 'settled under'} a 429 at ${s.ceiling.toFixed(2)} rps`;
-  };
 
   for (;;) {
     const now = Date.now();

@@ -1,9 +1,11 @@
 // The gateway limit learning of the rate-budget workflow, as a pure class (no Temporal calls, time passed in),
 // so it can be unit-tested and its state carried across continue-as-new. The ideas are the worker pacer's
 // (src/gateway/pacer.ts), applied to the one queue limit all workers share:
-// - slow start: the limit doubles per second while the workers' dispatches fill it;
-// - on a 429 (once per episode): ceiling = the rate at which it hit (the limit in force, or the dispatch rate
-//   if lower), limit = 0.95 x ceiling, and the queue is held at 0 rps for the Retry-After;
+// - slow start from 4 rps: the limit doubles per second while the workers' dispatches fill it;
+// - on a 429 (once per episode): ceiling = the rate at which it hit (the lowest limit in force over the last
+//   few seconds, or the dispatch rate if lower), limit = 0.9 x ceiling, and the queue is held at 0 rps for the
+//   Retry-After; a probe that hits higher than the last ceiling moves the ceiling up (an early ceiling, set
+//   while the limit was still climbing, is often too low);
 // - after a quiet plateau, probe upwards, faster and faster; the plateau doubles each time a 429 confirms the
 //   same ceiling (a steady limit costs few 429s), and is short again when the limit moved.
 // A 429 on submissions alone, with a long Retry-After, while status checks are answered, is not a request-rate
@@ -18,7 +20,17 @@ export interface LearnerOptions {
   maxRate?: number;
   /** Shortest quiet plateau after a cut before probing (default 5 s). */
   plateauMs?: number;
+  /** The limit after a 429, as a share of the rate at which it hit (default 0.9). */
+  cut?: number;
+  /**
+   * A probe stopped by a 429 below this multiple of the last ceiling keeps that ceiling (default 1: the new,
+   * higher one counts). Over 1, an early ceiling set too low is never corrected.
+   */
+  sameWall?: number;
 }
+
+/** The first learner's settings, kept for learners started before the `learner-v2` patch. */
+export const LEARNER_V1: LearnerOptions = { initialRate: 2, cut: 0.95, sameWall: 1.25 };
 
 const SLOW_START = 2; // x per saturated second until the first 429
 // Probing: +5% per saturated second at first, 2 points more each second, at most +25%/s: a limit change takes
@@ -26,8 +38,6 @@ const SLOW_START = 2; // x per saturated second until the first 429
 const PROBE_START = 0.05;
 const PROBE_ACCEL = 0.02;
 const PROBE_MAX = 1.25;
-const SAME_WALL = 1.25; // a probe stopped below this multiple of the ceiling hit the same limit again
-const CUT = 0.95; // limit after a 429, as a share of the rate at which it hit (the queue limit is exact)
 const SAME_CEILING = 0.15; // a new ceiling this close to the last one confirms it
 const MAX_PLATEAU_MS = 120_000;
 export const MIN_RATE = 0.1;
@@ -52,6 +62,8 @@ export class RateLearner {
   private grownAt: number;
   private readonly minPlateauMs: number;
   private readonly maxRate: number;
+  private readonly cut: number;
+  private readonly sameWall: number;
   /** 429s seen by this run (not carried; for the snapshot). */
   rateLimited = 0;
   reports = 0;
@@ -59,8 +71,10 @@ export class RateLearner {
   constructor(now: number, state?: LearnerState, options: LearnerOptions = {}) {
     this.minPlateauMs = options.plateauMs ?? 5000;
     this.maxRate = options.maxRate ?? 1000;
+    this.cut = options.cut ?? 0.9;
+    this.sameWall = options.sameWall ?? 1;
     this.state = state ?? {
-      limit: options.initialRate ?? 2,
+      limit: options.initialRate ?? 4,
       cutAt: 0, // JSON-safe "never"
       plateauMs: this.minPlateauMs,
       confirmations: 0,
@@ -141,13 +155,13 @@ export class RateLearner {
     const sending = this.dispatchRate(now);
     let ceiling = Math.max(MIN_RATE, sending >= SATURATED * inForce ? inForce : sending);
     // A probe that overshot a little found the old wall again (the overshoot is the apply delay's): keep it.
-    if (s.ceiling !== undefined && ceiling > s.ceiling && ceiling <= SAME_WALL * s.ceiling)
+    if (s.ceiling !== undefined && ceiling > s.ceiling && ceiling <= this.sameWall * s.ceiling)
       ceiling = s.ceiling;
     const confirmed = s.ceiling !== undefined && Math.abs(ceiling - s.ceiling) <= SAME_CEILING * s.ceiling;
     s.confirmations = confirmed ? s.confirmations + 1 : 0;
     s.plateauMs = Math.min(MAX_PLATEAU_MS, this.minPlateauMs * 2 ** s.confirmations);
     s.ceiling = ceiling;
-    s.limit = Math.max(MIN_RATE, ceiling * CUT);
+    s.limit = Math.max(MIN_RATE, ceiling * this.cut);
     s.cutAt = now;
   }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RateReport } from '../../src/contract/rate-budget';
-import { RateLearner } from '../../src/workflows/rate-learner';
+import { LEARNER_V1, RateLearner } from '../../src/workflows/rate-learner';
 
 const report = (over: Partial<RateReport> = {}): RateReport => ({
   worker: 'w1',
@@ -125,7 +125,7 @@ describe('RateLearner', () => {
     learner.report(now + 10, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
     expect(learner.target(now + 20)).toBe(0);
     expect(learner.nextChangeAt(now + 20)).toBe(now + 1010);
-    expect(learner.target(now + 1010)).toBeCloseTo(3.8, 5); // 0.95 x the 4 rps in force
+    expect(learner.target(now + 1010)).toBeCloseTo(3.6, 5); // 0.9 x the 4 rps in force
   });
 
   it('does not cut on submissions refused with a long Retry-After while status checks are answered', () => {
@@ -152,7 +152,20 @@ describe('RateLearner', () => {
     expect(learner.target(now + 1)).toBe(0);
     expect(learner.target(now + 2001)).toBe(7);
     learner.pin(null);
-    expect(learner.target(now + 2001)).toBe(2);
+    expect(learner.target(now + 2001)).toBe(4); // the learned limit: still the initial one
+  });
+
+  it('corrects an early ceiling set too low: a probe that hits higher raises it (the first version kept it)', () => {
+    // Three workers against 5 rps: over five minutes the learner ends near the gateway's limit.
+    const v2 = simulate({ gatewayRps: 5, seconds: 300, workers: 3 });
+    expect(v2.learner.state.ceiling).toBeGreaterThan(4.5);
+    expect(v2.rate).toBeGreaterThan(0.85 * 5);
+    const v1 = simulate({
+      gatewayRps: 5,
+      seconds: 300,
+      learner: new RateLearner(1_000_000, undefined, LEARNER_V1),
+    });
+    expect(v1.learner.state.ceiling).toBeLessThan(v2.learner.state.ceiling!);
   });
 
   it('carries its state: a learner built from it wants the same limit and keeps learning from there', () => {

@@ -47,6 +47,14 @@ function printStatus(s: BatchStatus): void {
   else if (s.final)
     console.log(`manifest (final state per row): ${summaryLine({ ...s.final, total: s.final.rows }, false)}`);
   for (const line of spendSafetyLines(s.progress ?? s.result ?? s.final ?? {})) console.log(line);
+  if (s.budget) {
+    const { share, rps, limit, batches } = s.budget;
+    console.log(
+      `gateway budget (shared): ${Math.round(share * 100)}% of the gateway calls over the last 30 s ` +
+        `(${rps.toFixed(2)} requests/s of a ${limit === null ? 'not yet set' : `${limit} requests/s`} limit; ` +
+        `${batches} batch${batches === 1 ? '' : 'es'} calling)`,
+    );
+  }
   const states = Object.entries(s.promptStates)
     .filter(([, n]) => n > 0)
     .map(([state, n]) => `${state} ${n}`);
