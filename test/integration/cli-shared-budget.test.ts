@@ -1,0 +1,104 @@
+// `run --shared-budget` as a user runs it: `vidbatch server`, two `vidbatch worker`s, batches started with
+// `run --detach`, watched with `watch` and `status`. One budget for both workers (few 429s against a gateway
+// limited to 4 requests/s), fair shares between batches of equal weight, and a priority-1 batch started later
+// finishing first.
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { writeVbenchCsv } from '../../bench/vbench';
+import { startSimulator } from '../../src/simulator/server';
+import { background, vidbatch } from './cli-helpers';
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+const POLL = ['--first-poll', '3', '--poll-interval', '1', '--no-adaptive-poll'];
+
+describe('run --shared-budget with two workers', () => {
+  it('shares one learned budget: fair between equal batches, a priority-1 batch first, few 429s', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-shared-'));
+    // Hostile as the spec allows: Idempotency-Key ignored (the default), a request-rate limit with 429s.
+    const sim = await startSimulator({ rateLimit: 4, burst: 4, jobSeconds: 3, jobJitterSeconds: 1 });
+    cleanups.push(() => sim.close());
+    const env = { GATEWAY_BASE_URL: sim.baseUrl, GATEWAY_API_KEY: sim.apiKey };
+    const server = background(['server'], { cwd: dir });
+    cleanups.push(() => server.stop());
+    await server.waitFor(/Temporal gRPC address/);
+    for (let i = 0; i < 2; i++) {
+      const worker = background(['worker'], { cwd: dir, env });
+      cleanups.push(() => worker.stop());
+      await worker.waitFor(/vidbatch worker polling task queue/);
+    }
+    // a and c are big enough to keep a backlog when b arrives: priority only shows while others wait.
+    for (const [name, rows] of [
+      ['a', 60],
+      ['c', 60],
+      ['b', 30],
+    ] as const)
+      await writeVbenchCsv(join(dir, `${name}.csv`), rows, 'all_dimension', name.charCodeAt(0) * 100);
+
+    const start = async (csv: string, ...flags: string[]) => {
+      const r = await vidbatch(['run', csv, '--detach', '--shared-budget', ...flags, ...POLL], {
+        cwd: dir,
+        env,
+      });
+      expect(r.code, r.stderr).toBe(0);
+      return /Started batch (batch-[0-9a-f]{16})/.exec(r.stderr)![1]!;
+    };
+    const [a, c] = await Promise.all([start('a.csv'), start('c.csv')]); // started together
+
+    // Both equal batches get a fair part of the gateway calls, as `status` shows it.
+    const shareOf = async (batch: string): Promise<number | undefined> => {
+      const s = await vidbatch(['status', batch], { cwd: dir });
+      const m = /gateway budget \(shared\): (\d+)% of the gateway calls/.exec(s.stdout);
+      return m ? Number(m[1]) : undefined;
+    };
+    // Each status takes a few seconds; read both once the batches have run for 12 s (the window is 30 s).
+    const since = Date.now();
+    let shares: (number | undefined)[] = [];
+    while (Date.now() - since < 40_000) {
+      await new Promise((r) => setTimeout(r, 1000));
+      shares = await Promise.all([shareOf(a), shareOf(c)]);
+      if (shares.every((s) => s !== undefined) && Date.now() - since >= 12_000) break;
+    }
+    expect(shares[0]).toBeGreaterThanOrEqual(30);
+    expect(shares[0]).toBeLessThanOrEqual(70);
+    expect(shares[1]).toBeGreaterThanOrEqual(30);
+    expect(shares[1]).toBeLessThanOrEqual(70);
+
+    // A priority-1 batch started now overtakes both.
+    const b = await start('b.csv', '--priority', '1');
+    const finished: string[] = [];
+    const watches = [a, c, b].map(async (batch) => {
+      const w = await vidbatch(['watch', batch], { cwd: dir });
+      finished.push(batch);
+      return w;
+    });
+    const [wa, wc, wb] = await Promise.all(watches);
+    for (const [w, batch, rows] of [
+      [wa, a, 60],
+      [wc, c, 60],
+      [wb, b, 30],
+    ] as const) {
+      expect(w!.code, w!.stderr).toBe(0);
+      expect(w!.stdout).toContain(`${batch}: ${rows} succeeded, 0 failed of ${rows}`);
+    }
+    expect(finished[0]).toBe(b);
+
+    // One budget: the learner's limit near the gateway's 4 requests/s, and few 429s for the two workers.
+    const stats = sim.stats();
+    expect(stats.jobsCreated).toBe(150);
+    const perJob = stats.rateLimited / 150;
+    console.log(
+      `shared budget, 2 workers, 3 batches: shares a ${shares[0]}% c ${shares[1]}%, finished ${finished
+        .map((x) => (x === a ? 'a' : x === b ? 'b' : 'c'))
+        .join(' ')}, 429s/job ${perJob.toFixed(3)}`,
+    );
+    // Loose: 150 short jobs, so the slow start's first 429s weigh a lot per job (the bench measures it:
+    // docs/benchmarks.md); two pacers learning on their own would each probe into the other's 429s.
+    expect(perJob).toBeLessThanOrEqual(0.25);
+  }, 240_000);
+});
