@@ -27,10 +27,17 @@ export interface LearnerOptions {
    * higher one counts). Over 1, an early ceiling set too low is never corrected.
    */
   sameWall?: number;
+  /** A submit-only 429 reads as a capacity cap only if a status check was answered meanwhile (default false). */
+  capacityNeedsAnsweredCheck?: boolean;
 }
 
 /** The first learner's settings, kept for learners started before the `learner-v2` patch. */
-export const LEARNER_V1: LearnerOptions = { initialRate: 2, cut: 0.95, sameWall: 1.25 };
+export const LEARNER_V1: LearnerOptions = {
+  initialRate: 2,
+  cut: 0.95,
+  sameWall: 1.25,
+  capacityNeedsAnsweredCheck: true,
+};
 
 const SLOW_START = 2; // x per saturated second until the first 429
 // Probing: +5% per saturated second at first, 2 points more each second, at most +25%/s: a limit change takes
@@ -64,6 +71,7 @@ export class RateLearner {
   private readonly maxRate: number;
   private readonly cut: number;
   private readonly sameWall: number;
+  private readonly capacityNeedsAnsweredCheck: boolean;
   /** 429s seen by this run (not carried; for the snapshot). */
   rateLimited = 0;
   reports = 0;
@@ -73,6 +81,7 @@ export class RateLearner {
     this.maxRate = options.maxRate ?? 1000;
     this.cut = options.cut ?? 0.9;
     this.sameWall = options.sameWall ?? 1;
+    this.capacityNeedsAnsweredCheck = options.capacityNeedsAnsweredCheck ?? false;
     this.state = state ?? {
       limit: options.initialRate ?? 4,
       cutAt: 0, // JSON-safe "never"
@@ -165,12 +174,17 @@ export class RateLearner {
     s.cutAt = now;
   }
 
-  /** Submissions refused with a long Retry-After while status checks are answered: not a rate limit. */
+  /**
+   * Submissions refused with a long Retry-After, no status check refused: not a rate limit (the prompts wait
+   * their own Retry-After; a gateway limiting every request refuses status checks too, and that holds the
+   * queue). The first version also wanted a status check answered in the window: at the start of a batch,
+   * before any check, it then held every call, checks included, for each submission's Retry-After.
+   */
   private capacityRefusal(now: number, report: RateReport): boolean {
     return (
       report.rateLimited.status === 0 &&
       report.retryAfterMs > CAPACITY_RETRY_AFTER_MS &&
-      this.sum(now, (r) => r.answered.status) > 0 &&
+      (!this.capacityNeedsAnsweredCheck || this.sum(now, (r) => r.answered.status) > 0) &&
       this.sum(now, (r) => r.rateLimited.status) === 0
     );
   }

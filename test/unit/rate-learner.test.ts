@@ -140,6 +140,20 @@ describe('RateLearner', () => {
     expect(learner.target(now + 40)).toBe(0);
   });
 
+  it('does not hold status checks for submissions refused at the start, before any check (v1 did)', () => {
+    const now = 10_000;
+    for (const [options, held] of [
+      [{}, false],
+      [LEARNER_V1, true],
+    ] as const) {
+      const learner = new RateLearner(now, undefined, { ...options, initialRate: 4 });
+      learner.applied(now - 5000, 4);
+      learner.report(now, report({ dispatched: 12, answered: { submit: 10, status: 0 } }));
+      learner.report(now + 10, report({ rateLimited: { submit: 2, status: 0 }, retryAfterMs: 25_000 }));
+      expect(learner.target(now + 20) === 0).toBe(held);
+    }
+  });
+
   it('keeps a pinned limit: holds for Retry-After, never learns', () => {
     const now = 10_000;
     const learner = new RateLearner(now);
