@@ -102,3 +102,43 @@ describe('run --shared-budget with two workers', () => {
     expect(perJob).toBeLessThanOrEqual(0.25);
   }, 240_000);
 });
+
+describe('worker --gateway-rps', () => {
+  it('pins the shared budget: the gateway sees at most that rate, and status shows the limit', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-pinned-'));
+    // No limit at the gateway: without the pin the learner would climb far above 2 requests/s.
+    const sim = await startSimulator({ jobSeconds: 2, jobJitterSeconds: 0.5, recordRequests: true });
+    cleanups.push(() => sim.close());
+    const env = { GATEWAY_BASE_URL: sim.baseUrl, GATEWAY_API_KEY: sim.apiKey };
+    const server = background(['server'], { cwd: dir });
+    cleanups.push(() => server.stop());
+    await server.waitFor(/Temporal gRPC address/);
+    const worker = background(['worker', '--gateway-rps', '2'], { cwd: dir, env });
+    cleanups.push(() => worker.stop());
+    await worker.waitFor(/vidbatch worker polling task queue/);
+    await writeVbenchCsv(join(dir, 'p.csv'), 20);
+    const run = await vidbatch(['run', 'p.csv', '--detach', '--shared-budget', ...POLL], { cwd: dir, env });
+    expect(run.code, run.stderr).toBe(0);
+    const batch = /Started batch (batch-[0-9a-f]{16})/.exec(run.stderr)![1]!;
+
+    let line = '';
+    for (let i = 0; i < 20 && !line; i++) {
+      await new Promise((r) => setTimeout(r, 1000));
+      line =
+        /gateway budget \(shared\): .*/.exec((await vidbatch(['status', batch], { cwd: dir })).stdout)?.[0] ??
+        '';
+    }
+    expect(line).toContain('of a 2 requests/s limit');
+    const watched = await vidbatch(['watch', batch], { cwd: dir });
+    expect(watched.stdout).toContain(`${batch}: 20 succeeded, 0 failed of 20`);
+
+    // At most 2 requests/s plus the server's burst (ceil(2)) over any 10 s.
+    const log = sim.state.requestLog;
+    let busiest = 0;
+    for (const { at } of log)
+      busiest = Math.max(busiest, log.filter((r) => r.at >= at && r.at < at + 10_000).length);
+    console.log(`pinned at 2 rps: ${log.length} requests, busiest 10 s ${busiest}`);
+    expect(busiest).toBeLessThanOrEqual(2 * 10 + 2 + 1);
+    expect(busiest).toBeGreaterThanOrEqual(10); // it did use the budget
+  }, 180_000);
+});
