@@ -181,27 +181,7 @@ export class GatewayClient {
   ): Promise<unknown> {
     const what = `${method} ${path}`;
     this.checkKey(what, options.unblockedAt);
-    const kind = method === 'POST' ? 'submit' : 'status';
-    await this.pacer.acquire(kind, options.maxWaitMs ?? Infinity);
-    let accepted = false;
-    try {
-      const answer = await this.sendPaced(method, path, options, body, extraHeaders);
-      accepted = true;
-      return answer;
-    } finally {
-      this.pacer.settled(kind, accepted);
-    }
-  }
-
-  /** The part of call() after the pacer let it through. */
-  private async sendPaced(
-    method: 'GET' | 'POST',
-    path: string,
-    options: CallOptions,
-    body: unknown,
-    extraHeaders: Record<string, string>,
-  ): Promise<unknown> {
-    const what = `${method} ${path}`;
+    await this.pacer.acquire(method === 'POST' ? 'submit' : 'status', options.maxWaitMs ?? Infinity);
     // Again after the pacer: a call queued there must not go out with a key refused meanwhile.
     this.checkKey(what, options.unblockedAt);
     const limit = method === 'POST' ? this.submitTimeoutMs : this.options.timeoutMs;
@@ -216,10 +196,7 @@ export class GatewayClient {
     } catch (err) {
       const error = err instanceof GatewayError ? err : new GatewayError(this.redact(String(err)));
       if (error instanceof RateLimitError)
-        this.pacer.rateLimited(
-          error.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS,
-          method === 'POST' ? 'submit' : 'status',
-        );
+        this.pacer.rateLimited(error.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS);
       if (error instanceof AuthenticationError || error instanceof PermissionDeniedError) {
         this.refusal ??= { key, at: Date.now(), status: error.status ?? 403, message: error.message };
       }

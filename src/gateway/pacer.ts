@@ -42,10 +42,6 @@ const SAME_EPISODE_MS = 2000; // 429s this soon after a cut answer requests sent
 // (so the first ceiling is high), but it does not see the slow-start ramp (which would make it far too low);
 // each later 429 at the settle point takes the ceiling 5% lower, so it converges from above in a few steps.
 const RATE_WINDOW_MS = 2000;
-// Following the server's limit: a submission refused with a Retry-After longer than this reads as a cap on
-// running jobs (or a quota), and submissions then go one at a time until this many in a row are accepted.
-const CAPACITY_RETRY_AFTER_MS = 2000;
-const CAPACITY_CLEARED_AFTER = 5;
 
 export class RequestPacer {
   private rate: number;
@@ -72,12 +68,6 @@ export class RequestPacer {
   /** Set once the server's task-queue limit paces gateway calls (followServerLimit). */
   private onSent: ((kind: CallKind) => void) | undefined;
   private serverLimited = false;
-  /**
-   * Set (following the server's limit) after a submission refused as over capacity: the prompts refused
-   * together wait out the same Retry-After and come back together, and only one of them can get the slot
-   * that freed. One submission at a time keeps that to about one 429 per slot instead of one per prompt.
-   */
-  private capacity: { inFlight: boolean; accepted: number } | undefined;
 
   constructor(options: PacerOptions = {}) {
     this.now = options.now ?? Date.now;
@@ -116,12 +106,7 @@ export class RequestPacer {
    */
   acquire(kind: CallKind, maxWaitMs: number): Promise<void> {
     this.refill();
-    if (
-      this.queuedAhead(kind, maxWaitMs) === 0 &&
-      this.now() >= this.holdUntil &&
-      this.tokens >= 1 &&
-      this.mayGo(kind)
-    ) {
+    if (this.queuedAhead(kind, maxWaitMs) === 0 && this.now() >= this.holdUntil && this.tokens >= 1) {
       this.take(kind);
       return Promise.resolve();
     }
@@ -148,14 +133,10 @@ export class RequestPacer {
    * A call got 429: hold every call for Retry-After and, once per episode, lower the ceiling, but only when
    * this worker was sending at its pace (otherwise its pace is not what the gateway refused).
    */
-  rateLimited(retryAfterMs: number, kind: CallKind = 'status'): void {
+  rateLimited(retryAfterMs: number): void {
     const now = this.now();
     this.holdUntil = Math.max(this.holdUntil, now + retryAfterMs);
-    if (this.serverLimited) {
-      if (kind === 'submit' && retryAfterMs > CAPACITY_RETRY_AFTER_MS)
-        this.capacity = { inFlight: false, accepted: 0 };
-      return this.schedule();
-    }
+    if (this.serverLimited) return this.schedule();
     const sending = this.recentSendRate();
     // Compared with the ceiling too: while probing, the rate grows faster than a measured send rate follows.
     const pace = Math.min(this.rate, this.ceiling ?? this.rate);
@@ -170,23 +151,6 @@ export class RequestPacer {
       this.cutAt = now;
     }
     this.schedule();
-  }
-
-  /**
-   * A call let through by acquire() has ended (answered, refused, or not sent after all). Only the
-   * one-submission-at-a-time rule needs to know; `accepted`: the gateway took the submission.
-   */
-  settled(kind: CallKind, accepted: boolean): void {
-    if (kind !== 'submit' || !this.capacity) return;
-    this.capacity.inFlight = false;
-    this.capacity.accepted = accepted ? this.capacity.accepted + 1 : 0;
-    if (this.capacity.accepted >= CAPACITY_CLEARED_AFTER) this.capacity = undefined;
-    this.schedule();
-  }
-
-  /** Whether a call of `kind` may go now as far as the one-submission-at-a-time rule is concerned. */
-  private mayGo(kind: CallKind): boolean {
-    return kind !== 'submit' || !this.capacity?.inFlight;
   }
 
   /** Calls that go before one of `kind` arriving now and waiting up to `withinMs`. */
@@ -234,7 +198,6 @@ export class RequestPacer {
   }
 
   private take(kind: CallKind): void {
-    if (kind === 'submit' && this.capacity) this.capacity.inFlight = true;
     this.onSent?.(kind);
     this.tokens -= 1;
     const now = this.now();
@@ -273,10 +236,7 @@ export class RequestPacer {
     const waiting = () => this.queues.submit.length + this.queues.status.length;
     this.grow(waiting() > 0);
     while (waiting() > 0 && this.now() >= this.holdUntil && this.tokens >= 1) {
-      // A submission waiting for the one in flight lets status checks go meanwhile.
-      const submitFirst = this.queues.submit.length > 0 && this.mayGo('submit');
-      if (!submitFirst && this.queues.status.length === 0) break;
-      const waiter = (submitFirst ? this.queues.submit : this.queues.status).shift()!;
+      const waiter = (this.queues.submit.length > 0 ? this.queues.submit : this.queues.status).shift()!;
       clearTimeout(waiter.timer);
       this.take(waiter.kind);
       waiter.resolve();
@@ -285,8 +245,7 @@ export class RequestPacer {
   }
 
   private schedule(): void {
-    const runnable = this.queues.status.length + (this.mayGo('submit') ? this.queues.submit.length : 0);
-    if (this.timer || runnable === 0) return; // submissions behind the one in flight wait for settled()
+    if (this.timer || this.queues.submit.length + this.queues.status.length === 0) return;
     const untilToken = ((1 - Math.min(1, this.tokens)) / this.rate) * 1000;
     const delay = Math.max(this.holdUntil - this.now(), untilToken, 1);
     this.timer = setTimeout(() => this.dispatch(), delay);

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { PacerBusyError, RateLimitError } from '../../src/gateway/errors';
+import { PacerBusyError } from '../../src/gateway/errors';
 import { GatewayClient } from '../../src/gateway/client';
 import { RequestPacer } from '../../src/gateway/pacer';
 import { startSimulator, type Simulator } from '../../src/simulator/server';
@@ -52,53 +52,6 @@ describe('RequestPacer', () => {
     await pacer.acquire('status', Infinity);
     expect(Date.now() - started).toBeGreaterThanOrEqual(550);
   });
-
-  it('following the server limit, sends submissions one at a time after one refused as over capacity', async () => {
-    const pacer = new RequestPacer();
-    pacer.followServerLimit();
-    pacer.rateLimited(2100, 'submit'); // longer than 2 s: a running-jobs cap, not a rate limit
-    const order: string[] = [];
-    const first = pacer.acquire('submit', Infinity).then(() => order.push('p1'));
-    const second = pacer.acquire('submit', Infinity).then(() => order.push('p2'));
-    const check = pacer.acquire('status', Infinity).then(() => order.push('s1'));
-    await Promise.all([first, check]);
-    await new Promise((r) => setTimeout(r, 50));
-    expect(order).toEqual(['p1', 's1']); // p2 waits for p1's answer; the status check does not
-    pacer.settled('submit', true);
-    await second;
-    expect(order).toEqual(['p1', 's1', 'p2']);
-    pacer.settled('submit', true);
-    // Five accepted in a row: capacity is back, submissions go together again.
-    for (let i = 0; i < 4; i++) {
-      await pacer.acquire('submit', Infinity);
-      pacer.settled('submit', true);
-    }
-    await Promise.all([pacer.acquire('submit', Infinity), pacer.acquire('submit', Infinity)]);
-  });
-
-  it('over real HTTP, against a gateway capping running jobs: about one 429 per freed slot, not per prompt', async () => {
-    const sim = await startSimulator({ maxRunningJobs: 2, jobSeconds: 2.5, jobJitterSeconds: 0 });
-    sims.push(sim);
-    const client = new GatewayClient({ baseUrl: sim.baseUrl, apiKey: () => sim.apiKey, timeoutMs: 5000 });
-    client.pacer.followServerLimit();
-    // Ten prompts submitting at once, each waiting out its own Retry-After on a 429 (as prompts do).
-    await Promise.all(
-      Array.from({ length: 10 }, async (_, i) => {
-        for (;;) {
-          try {
-            return await client.submit({ model: 'modelfamily-1.0-r2v', input: { prompt: `p${i}` } }, `k${i}`);
-          } catch (err) {
-            if (!(err instanceof RateLimitError)) throw err;
-            await new Promise((r) => setTimeout(r, err.retryAfterMs ?? 1000));
-          }
-        }
-      }),
-    );
-    const stats = sim.stats();
-    expect(stats.jobsCreated).toBe(10);
-    // Without the rule every waiting prompt comes back with each freed slot: 8 + 6 + 4 + 2 = 20 and more.
-    expect(stats.rateLimited).toBeLessThanOrEqual(14);
-  }, 30_000);
 
   it('finds an unpublished rate limit over real HTTP with few 429s, then keeps just under it', async () => {
     const limit = 20;
