@@ -123,6 +123,24 @@ async function registerSearchAttributes(cli: string, address: string, namespace:
 export async function startDevServer(options: DevServerOptions = {}): Promise<DevServer> {
   const log = options.log ?? ((m: string) => console.error(m));
   const { path: cliPath } = await findTemporalCli(options);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await launch(cliPath, options, log);
+    } catch (err) {
+      // Free ports are picked before the server binds them, and it derives more from --port: another
+      // process can take one meanwhile. Picked ports are picked again; ports the caller chose are not.
+      const taken = /address already in use/i.test(String(err));
+      if (!taken || attempt >= 3 || options.port !== undefined) throw err;
+      log(`a port was taken while the Temporal dev server started; trying other ports (${attempt}/2)`);
+    }
+  }
+}
+
+async function launch(
+  cliPath: string,
+  options: DevServerOptions,
+  log: (m: string) => void,
+): Promise<DevServer> {
   const namespace = options.namespace ?? 'default';
   const port = options.port ?? (await freePort());
   const uiPort = options.uiPort ?? (await freePort());

@@ -191,7 +191,12 @@ describe('batch workflow on the real dev server and simulator', () => {
     await waitForProgress(handle, (p) => p.inFlight === 2);
     const oldKey = [...env.sim.state.keys.values()][0]!;
     env.sim.state.keys.delete(oldKey.id);
-    const paused = await waitForProgress(handle, (p) => p.pausedReason !== null);
+    // Every prompt in flight refused before the key is rotated: a refusal that reached the batch after the
+    // resume would pause it again (a real user would resume again; this test resumes once).
+    const paused = await waitForProgress(
+      handle,
+      (p) => p.pausedReason !== null && p.inFlight > 0 && p.blocked === p.inFlight,
+    );
     expect(paused.pausedReason).toMatch(/401/);
     expect(paused.pausedReason).not.toContain(oldKey.key);
 
