@@ -84,7 +84,8 @@ export async function batchStatus(client: Client, batchId: string, outRoot = 'ou
   };
   if (description.status.name === 'RUNNING') {
     status.progress = await getProgress(handle);
-    const budget = await budgetShare(client, batchId, description.taskQueue);
+    // The learner runs on the same task queue: no answer from the batch, no worker to answer for it either.
+    const budget = status.progress && (await budgetShare(client, batchId, description.taskQueue));
     if (budget) status.budget = budget;
   }
   if (status.progress && !status.progress.holdUntil) {
