@@ -1,16 +1,17 @@
 // The gateway limit learning of the rate-budget workflow, as a pure class (no Temporal calls, time passed in),
 // so it can be unit-tested and its state carried across continue-as-new. The ideas are the worker pacer's
 // (src/gateway/pacer.ts), applied to the one queue limit all workers share:
-// - slow start from 4 rps: the limit doubles per second while the workers' dispatches fill it;
+// - slow start from 4 rps: the limit doubles per second while the workers' requests fill it;
 // - on a 429 (once per episode): ceiling = the rate at which it hit (the lowest limit in force over the last
-//   few seconds, or the dispatch rate if lower), limit = 0.9 x ceiling, and the queue is held at 0 rps for the
-//   Retry-After; a probe that hits higher than the last ceiling moves the ceiling up (an early ceiling, set
-//   while the limit was still climbing, is often too low);
+//   few seconds, or the workers' request rate if lower), limit = 0.9 x ceiling, and the queue is held at 0
+//   rps for the Retry-After; a probe that hits higher than the last ceiling moves the ceiling up (an early
+//   ceiling, set while the limit was still climbing, is often too low);
 // - after a quiet plateau, probe upwards, faster and faster; the plateau doubles each time a 429 confirms the
 //   same ceiling (a steady limit costs few 429s), and is short again when the limit moved.
-// A 429 on submissions alone, with a long Retry-After, while status checks are answered, is not a request-rate
-// limit (the gateway caps running jobs or a quota): it does not cut the rate nor hold status checks; the
-// prompts wait out their own Retry-After. That reading is an assumption: the spec shows no 429 codes.
+// A 429 on submissions alone, with a long Retry-After, no status check refused, is not a request-rate limit
+// (the gateway caps running jobs or a quota): it does not cut the rate nor hold status checks; the prompts
+// wait out their own Retry-After. That reading is an assumption: the spec shows no 429 codes.
+// Learners started before the `learner-v2` patch keep the first version's settings (LEARNER_V1).
 import type { LearnerState, RateReport } from '../contract/rate-budget';
 
 export interface LearnerOptions {
@@ -29,6 +30,8 @@ export interface LearnerOptions {
   sameWall?: number;
   /** A submit-only 429 reads as a capacity cap only if a status check was answered meanwhile (default false). */
   capacityNeedsAnsweredCheck?: boolean;
+  /** Measure the workers' rate by requests sent (default) rather than by dispatches (v1). */
+  countRequests?: boolean;
 }
 
 /** The first learner's settings, kept for learners started before the `learner-v2` patch. */
@@ -37,6 +40,7 @@ export const LEARNER_V1: LearnerOptions = {
   cut: 0.95,
   sameWall: 1.25,
   capacityNeedsAnsweredCheck: true,
+  countRequests: false,
 };
 
 const SLOW_START = 2; // x per saturated second until the first 429
@@ -72,6 +76,7 @@ export class RateLearner {
   private readonly cut: number;
   private readonly sameWall: number;
   private readonly capacityNeedsAnsweredCheck: boolean;
+  private readonly countRequests: boolean;
   /** 429s seen by this run (not carried; for the snapshot). */
   rateLimited = 0;
   reports = 0;
@@ -82,6 +87,7 @@ export class RateLearner {
     this.cut = options.cut ?? 0.9;
     this.sameWall = options.sameWall ?? 1;
     this.capacityNeedsAnsweredCheck = options.capacityNeedsAnsweredCheck ?? false;
+    this.countRequests = options.countRequests ?? true;
     this.state = state ?? {
       limit: options.initialRate ?? 4,
       cutAt: 0, // JSON-safe "never"
@@ -118,12 +124,29 @@ export class RateLearner {
 
   /** Dispatches per second over the last few seconds, all workers together. */
   dispatchRate(now: number): number {
+    return this.rateOf(now, (r) => r.dispatched);
+  }
+
+  /**
+   * What binds the limit: v2 counts requests the workers sent (answered or 429), v1 dispatches. They differ
+   * while workers hold calls for a Retry-After: dispatches that wait and send nothing, counted, made the
+   * limit grow far above what the gateway allowed.
+   */
+  private sendingRate(now: number): number {
+    if (!this.countRequests) return this.dispatchRate(now);
+    return this.rateOf(
+      now,
+      (r) => r.answered.submit + r.answered.status + r.rateLimited.submit + r.rateLimited.status,
+    );
+  }
+
+  private rateOf(now: number, f: (r: RateReport) => number): number {
     // Each report covers about the second before it, so a window holding reports since `oldest` spans that
     // much more (a learner that just started, or demand that just began, is not averaged over idle time).
     const oldest = this.arrivals.find((a) => a.at > now - WINDOW_MS)?.at;
     if (oldest === undefined) return 0;
     const spanMs = Math.min(WINDOW_MS, this.lastArrival() - oldest + REPORT_INTERVAL_MS);
-    return this.sum(now, (r) => r.dispatched) / (spanMs / 1000);
+    return this.sum(now, f) / (spanMs / 1000);
   }
 
   report(now: number, report: RateReport): void {
@@ -161,7 +184,7 @@ export class RateLearner {
     if (s.pinned !== null || now - s.cutAt < SAME_EPISODE_MS) return;
     // The rate at which it hit: the limit in force when the queue was full, else what the workers sent.
     const inForce = this.limitInForce(now);
-    const sending = this.dispatchRate(now);
+    const sending = this.sendingRate(now);
     let ceiling = Math.max(MIN_RATE, sending >= SATURATED * inForce ? inForce : sending);
     // A probe that overshot a little found the old wall again (the overshoot is the apply delay's): keep it.
     if (s.ceiling !== undefined && ceiling > s.ceiling && ceiling <= this.sameWall * s.ceiling)
@@ -203,7 +226,7 @@ export class RateLearner {
   }
 
   private saturated(now: number): boolean {
-    return this.dispatchRate(now) >= SATURATED * this.limitInForce(now);
+    return this.sendingRate(now) >= SATURATED * this.limitInForce(now);
   }
 
   private sum(now: number, f: (r: RateReport) => number): number {

@@ -95,12 +95,29 @@ describe('RateLearner', () => {
     let inForce = 2;
     for (let i = 0; i < 3; i++) {
       now += 1000;
-      learner.report(now, report({ dispatched: Math.floor(inForce) }));
+      const n = Math.floor(inForce);
+      learner.report(now, report({ dispatched: n, answered: { submit: 0, status: n } }));
       inForce = learner.target(now);
       learner.applied(now, inForce);
     }
     expect(learner.target(now)).toBeGreaterThanOrEqual(8);
     expect(learner.target(now)).toBeLessThanOrEqual(16);
+  });
+
+  it('does not grow on dispatches that send nothing (calls held by a worker for a Retry-After); v1 did', () => {
+    for (const [options, grows] of [
+      [{}, false],
+      [LEARNER_V1, true],
+    ] as const) {
+      let now = 0;
+      const learner = new RateLearner(now, undefined, { ...options, initialRate: 4 });
+      learner.applied(now, 4);
+      for (let i = 0; i < 5; i++) {
+        now += 1000;
+        learner.report(now, report({ dispatched: 4 })); // dispatched, waiting in the worker: no request
+      }
+      expect(learner.target(now) > 4).toBe(grows);
+    }
   });
 
   it('finds a 5 rps limit with few 429s and uses most of it, then holds it for minutes', () => {
