@@ -66,24 +66,27 @@ const queueName = (name: string) => `probe-${name}-${run}`;
 
 /** Sets (rps = number) or removes (rps = null) the whole-queue limit of an activity task queue. */
 async function setQueueLimit(taskQueue: string, rps: number | null, reason = 'probe') {
+  await updateLimit(taskQueue, 'updateQueueRateLimit', rps, reason);
+}
+
+/** The same for the default limit of each fairness key (scaled by its weight). */
+async function setFairnessKeyLimit(taskQueue: string, rps: number | null, reason = 'probe') {
+  await updateLimit(taskQueue, 'updateFairnessKeyRateLimitDefault', rps, reason);
+}
+
+async function updateLimit(
+  taskQueue: string,
+  which: 'updateQueueRateLimit' | 'updateFairnessKeyRateLimitDefault',
+  rps: number | null,
+  reason: string,
+) {
   await client.workflowService.updateTaskQueueConfig({
     namespace,
     identity,
     taskQueue,
     taskQueueType: ACTIVITY,
     // An update without rateLimit removes the limit.
-    updateQueueRateLimit: rps === null ? { reason } : { rateLimit: { requestsPerSecond: rps }, reason },
-  });
-}
-
-async function setFairnessKeyLimit(taskQueue: string, rps: number | null, reason = 'probe') {
-  await client.workflowService.updateTaskQueueConfig({
-    namespace,
-    identity,
-    taskQueue,
-    taskQueueType: ACTIVITY,
-    updateFairnessKeyRateLimitDefault:
-      rps === null ? { reason } : { rateLimit: { requestsPerSecond: rps }, reason },
+    [which]: rps === null ? { reason } : { rateLimit: { requestsPerSecond: rps }, reason },
   });
 }
 

@@ -99,11 +99,11 @@ export async function followInTerminal(session: Session, f: FollowInTerminal): P
       process.exitCode = EXIT.rowsFailed;
       return undefined;
     });
-    if (followed && !followed.started) {
+    if (!followed) return; // cancelled from another shell: said above
+    if (!followed.started) {
       console.log(f.nothingToDo ?? 'Nothing to start.');
       return;
     }
-    if (!followed?.started) return;
     const { result } = followed;
     if (f.detach) {
       console.error(

@@ -544,13 +544,14 @@ async function pollSpendSafe(
     startToCloseTimeout: input.activityTimeoutMs,
     retry: RETRY_POLICIES.pollJob(input.poll.intervalMs),
   });
+  // Submit time + job deadline + time paused so far (a pause moves it).
+  const deadlineAt = () => submitted.submittedAt + input.jobDeadlineMs + prompt.pausedMs;
   // On the gateway queue every dispatch takes a token of the shared budget, so the wait for the first check
   // is a timer here rather than a pollJob attempt that sends nothing (docs/rate-budget.md).
   let checkNow = false;
   if (fresh && prompt.gateway.taskQueue !== undefined && patched(PATCH_FIRST_CHECK_TIMER)) {
     const learned = input.poll.adaptive !== false ? submitted.firstCheckAgeMs : undefined;
-    const deadlineAt = submitted.submittedAt + input.jobDeadlineMs + prompt.pausedMs;
-    const dueAt = Math.min(submitted.submittedAt + (learned ?? input.poll.firstPollMs), deadlineAt + 100);
+    const dueAt = Math.min(submitted.submittedAt + (learned ?? input.poll.firstPollMs), deadlineAt() + 100);
     try {
       if (dueAt > Date.now())
         await sleep(dueAt - Date.now(), { summary: `first status check of job ${submitted.jobId}` });
@@ -569,7 +570,7 @@ async function pollSpendSafe(
           jobId: submitted.jobId,
           submittedAt: submitted.submittedAt,
           poll: input.poll,
-          deadlineAt: submitted.submittedAt + input.jobDeadlineMs + prompt.pausedMs,
+          deadlineAt: deadlineAt(),
           unblockedAt: prompt.unblockedAt,
           ...(checkNow ? { checkNow } : {}),
         },

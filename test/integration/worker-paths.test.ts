@@ -17,6 +17,7 @@ import type { PromptResult } from '../../src/contract/types';
 import { GatewayClient } from '../../src/gateway/client';
 import { readManifest } from '../../src/results/manifest';
 import { writeVbenchCsv } from '../../bench/vbench';
+import { promptResult } from '../fixtures/prompt-result';
 import { cliEnv, FAST_POLL, testEnv, type TestEnv } from './helpers';
 
 const CLI = fileURLToPath(new URL('../../bin/vidbatch.mjs', import.meta.url));
@@ -84,18 +85,8 @@ describe('a standalone worker confines CSVs to VIDBATCH_INPUT_ROOT', () => {
 });
 
 describe('the activities confine outputs', () => {
-  const result = (rowId: string): PromptResult => ({
-    rowId,
-    line: 2,
-    prompt: 'p',
-    model: 'm',
-    input: {},
-    parameters: {},
-    status: 'succeeded',
-    attempts: 1,
-    polls: 1,
-    finishedAt: new Date(0).toISOString(),
-  });
+  const result = (rowId: string): PromptResult =>
+    promptResult(rowId, { finishedAt: new Date(0).toISOString() });
 
   it('recordResults and downloadVideo refuse folders outside their roots, batch ids and row ids that climb', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'vidbatch-confine-'));
