@@ -7,7 +7,14 @@ import { resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { SUSPICIOUS_RETRY_AFTER_MS } from '../contract/failures';
-import type { JobCheck, PollOutcome, PollSchedule, PromptRow, SubmitResult } from '../contract/types';
+import {
+  NO_VIDEO_URL_CODE,
+  type JobCheck,
+  type PollOutcome,
+  type PollSchedule,
+  type PromptRow,
+  type SubmitResult,
+} from '../contract/types';
 import type { GatewayClient } from '../gateway/client';
 import {
   ConnectionError,
@@ -20,7 +27,7 @@ import { appendJournal, type JournalEntry } from '../results/jobs-journal';
 import { allowedPath, type PathRoots } from './paths';
 import { LatencyTracker } from './latency';
 import { nextCheck } from './poll-schedule';
-import { jobNotFinished, pacerBusy, submitUnknown, toFailure } from './to-failure';
+import { gatewayUnreachable, jobNotFinished, pacerBusy, submitUnknown, toFailure } from './to-failure';
 
 export interface SubmitInput {
   batchId: string;
@@ -31,6 +38,11 @@ export interface SubmitInput {
   outDir?: string;
   /** When the prompt was last unblocked (or started): lifts a local key refusal older than that. */
   unblockedAt?: number;
+  /**
+   * Issue 17: when nothing could be sent (connection refused, DNS) for this long since the first attempt, the
+   * submit ends as GatewayUnreachable so the batch can pause with the reason. Absent: retried for ever.
+   */
+  unreachableAfterMs?: number;
 }
 
 export interface PollInput {
@@ -123,6 +135,18 @@ function countGatewayError(err: unknown, operation: string, gateway: GatewayClie
   }
 }
 
+/** A delay before the next check that does not run far past the deadline (the check after it decides). */
+function untilDeadlineDelay(delayMs: number, deadlineAt: number | undefined): number {
+  return deadlineAt === undefined ? delayMs : Math.min(delayMs, Math.max(100, deadlineAt - Date.now() + 100));
+}
+
+function noUrlMessage(jobId: string): string {
+  return (
+    `job ${jobId} answered "completed" with no usable video URL (data[0].url); ` +
+    'its id is kept, so a later check (a re-run) can still recover the video'
+  );
+}
+
 /** `roots`: where the jobs journal may be written (activities/paths.ts); undefined: anywhere. */
 export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roots?: PathRoots) {
   const latency = new LatencyTracker();
@@ -204,6 +228,13 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         } else if (err instanceof ConnectionError) {
           // Nothing was sent; the next attempt may send (if this is lost, it only counts as unknown).
           await recordHeartbeat(ctx, { sending: false }).catch(() => undefined);
+          const since = ctx.info.scheduledTimestampMs;
+          if (
+            input.unreachableAfterMs !== undefined &&
+            attempt >= 2 &&
+            Date.now() - since >= input.unreachableAfterMs
+          )
+            throw gatewayUnreachable(err.message, since);
         }
         throw toFailure(err, 'submitJob');
       }
@@ -218,7 +249,10 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
           sendBy,
           ...(unblockedAt !== undefined ? { unblockedAt } : {}),
         });
-        if (job.status === 'completed' && job.url) return { state: 'succeeded', url: job.url };
+        if (job.status === 'completed')
+          return job.url
+            ? { state: 'succeeded', url: job.url }
+            : { state: 'no_url', errorMessage: noUrlMessage(jobId) };
         if (job.status === 'failed')
           return {
             state: 'failed',
@@ -269,10 +303,31 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
       } catch (err) {
         if (err instanceof PacerBusyError) throw pacerBusy(err);
         countGatewayError(err, 'status', gateway);
-        throw toFailure(err, 'pollJob', retryDelayMs);
+        const failure = toFailure(err, 'pollJob', untilDeadlineDelay(retryDelayMs, deadlineAt));
+        // A job the gateway keeps answering badly (5xx, an unreadable body) ends at its deadline like one
+        // that never finishes: the row must end, and the batch with it.
+        if (deadlineAt !== undefined && sentAt >= deadlineAt && !failure.nonRetryable) {
+          count('vidbatch_jobs_finished', { status: 'failed', code: 'deadline_exceeded' });
+          return {
+            status: 'failed',
+            errorCode: 'deadline_exceeded',
+            errorMessage: `job ${jobId} got no usable answer by its deadline (${new Date(deadlineAt).toISOString()}); last error: ${failure.message}`,
+            polls: attempt,
+          };
+        }
+        throw failure;
       }
       const checkedAge = Date.now() - submittedAt;
       latency.checked(jobId, checkedAge, job.status === 'completed' || job.status === 'failed');
+      if (job.status === 'completed' && !job.url) {
+        count('vidbatch_jobs_finished', { status: 'failed', code: NO_VIDEO_URL_CODE });
+        return {
+          status: 'failed',
+          errorCode: NO_VIDEO_URL_CODE,
+          errorMessage: noUrlMessage(jobId),
+          polls: attempt,
+        };
+      }
       if (job.status === 'completed') {
         count('vidbatch_jobs_finished', { status: 'succeeded', code: '' });
         return { status: 'succeeded', url: job.url, polls: attempt };
@@ -301,10 +356,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
           polls: attempt,
         };
       }
-      const nextDelay =
-        deadlineAt === undefined
-          ? retryDelayMs
-          : Math.min(retryDelayMs, Math.max(100, deadlineAt - Date.now() + 100));
+      const nextDelay = untilDeadlineDelay(retryDelayMs, deadlineAt);
       throw jobNotFinished(
         `job ${jobId} is ${job.rawStatus}${unknown ? ' (undocumented status, treated as not finished)' : ''}`,
         nextDelay,

@@ -16,6 +16,8 @@ const EXPLORE_FROM = 0.6;
 /** While no age reaches the target, the next first checks go this much later than the latest one. */
 const EXPAND = 1.25;
 const CACHE_MS = 1000;
+/** A last block of the fit spanning ages this far apart is a plateau, not checks that came too early. */
+const FLAT_SPAN = 1.25;
 
 export class LatencyTracker {
   private readonly checks: { age: number; finished: boolean }[] = [];
@@ -75,7 +77,19 @@ export class LatencyTracker {
       if (block.mean >= TARGET) return sorted[start]!.age;
       start += block.n;
     }
-    return sorted[sorted.length - 1]!.age * EXPAND;
+    // No age reaches the target. When the finished share is flat over a span of ages (a share of jobs never
+    // finishes, or answers badly), checking later would only drift towards the deadline: aim at 90% of the
+    // jobs that do finish. Otherwise the checks were too early: go later.
+    const plateau = blocks[blocks.length - 1]!;
+    const last = sorted[sorted.length - 1]!.age;
+    if (plateau.mean > 0 && last >= FLAT_SPAN * sorted[sorted.length - plateau.n]!.age) {
+      start = 0;
+      for (const block of blocks) {
+        if (block.mean >= TARGET * plateau.mean) return sorted[start]!.age;
+        start += block.n;
+      }
+    }
+    return last * EXPAND;
   }
 }
 

@@ -90,6 +90,20 @@ export function submitUnknown(message: string): ApplicationFailure {
   });
 }
 
+/**
+ * Nothing could be sent to the gateway for longer than the batch allows: the workflow tells the batch (which
+ * pauses with the reason) and tries again later. Nothing was sent, so nothing can have been billed.
+ */
+export function gatewayUnreachable(message: string, sinceMs: number): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: FailureType.GatewayUnreachable,
+    message,
+    nonRetryable: true,
+    details: [{ sinceMs }],
+    category: ApplicationFailureCategory.BENIGN,
+  });
+}
+
 /** The pacer is busy: come back when it said, without counting a failure (nothing was sent). */
 export function pacerBusy(err: PacerBusyError): ApplicationFailure {
   return ApplicationFailure.create({
@@ -132,9 +146,10 @@ export function downloadFailed(err: DownloadError): ApplicationFailure {
 }
 
 /**
- * Workflow input named a path outside the worker's roots: never retried (no attempt can succeed until an
- * operator changes the worker's settings), whatever the activity's retry policy says.
+ * Workflow input named a path outside this worker's roots. Retried as the activity's policy says: another
+ * worker, with other roots, may take the next attempt (which worker picks a task must not decide a row's
+ * fate); the batch's own activities have bounded retries and then pause the batch with this message.
  */
 export function pathNotAllowed(err: PathNotAllowedError): ApplicationFailure {
-  return ApplicationFailure.create({ type: 'PathNotAllowed', message: err.message, nonRetryable: true });
+  return ApplicationFailure.create({ type: FailureType.PathNotAllowed, message: err.message });
 }

@@ -6,7 +6,9 @@ import {
   DEFAULT_BATCH_OPTIONS,
   DEFAULT_MAX_UNKNOWN_RESENDS,
   DEFAULT_ON_UNKNOWN_SUBMIT,
+  DEFAULT_PAUSE_AFTER_UNKNOWN,
   DEFAULT_SUBMIT_TIMEOUT_MS,
+  DEFAULT_UNREACHABLE_PAUSE_MS,
 } from '../contract/types';
 import { nonNegative, seconds, wholeNumber } from './support';
 
@@ -86,6 +88,22 @@ export function addSpendSafetyFlags(command: Command): Command {
     )
     .addOption(
       new Option(
+        '--pause-after-unknown <n>',
+        `pause submitting after this many submits in a row had an unknown outcome (a gateway that takes the money and gives no answer); 0 = never (default ${DEFAULT_PAUSE_AFTER_UNKNOWN})`,
+      )
+        .env('VIDBATCH_PAUSE_AFTER_UNKNOWN')
+        .argParser(wholeNumber),
+    )
+    .addOption(
+      new Option(
+        '--unreachable-pause <s>',
+        `pause the batch when submits could not be sent for this long (connection refused, DNS); it goes on by itself once the gateway answers (default ${DEFAULT_UNREACHABLE_PAUSE_MS / 1000})`,
+      )
+        .env('VIDBATCH_UNREACHABLE_PAUSE')
+        .argParser(positiveSeconds),
+    )
+    .addOption(
+      new Option(
         '--shared-budget',
         "experimental: this batch's gateway calls on the rate budget the Temporal server enforces for all workers (docs/rate-budget.md); default: each worker paces itself",
       ).env('VIDBATCH_SHARED_BUDGET'),
@@ -138,6 +156,8 @@ export function scheduleAndSpendOptions(o: Record<string, unknown>): StartBatchO
     ...(o.onUnknownSubmit !== undefined ? { onUnknownSubmit: o.onUnknownSubmit as 'resend' | 'fail' } : {}),
     ...(o.maxUnknownResends !== undefined ? { maxUnknownResends: o.maxUnknownResends as number } : {}),
     ...(o.submitTimeout !== undefined ? { submitTimeoutMs: o.submitTimeout as number } : {}),
+    ...(o.pauseAfterUnknown !== undefined ? { pauseAfterUnknown: o.pauseAfterUnknown as number } : {}),
+    ...(o.unreachablePause !== undefined ? { unreachablePauseMs: o.unreachablePause as number } : {}),
     ...(o.sharedBudget ? { sharedBudget: true } : {}),
     ...(o.priority !== undefined ? { priority: o.priority as number } : {}),
     ...(o.weight !== undefined ? { weight: o.weight as number } : {}),

@@ -17,6 +17,10 @@ export const FailureType = {
   DownloadFailed: 'DownloadFailed',
   /** A submit whose outcome is unknown (timeout or reset after sending, 5xx, unreadable 2xx): it may have made a job. */
   SubmitUnknown: 'SubmitUnknown',
+  /** A submit could not be sent for longer than the batch allows (connection refused, DNS): nothing was sent. */
+  GatewayUnreachable: 'GatewayUnreachable',
+  /** A worker cannot use a path the batch names (VIDBATCH_*_ROOT); another worker may. */
+  PathNotAllowed: 'PathNotAllowed',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
@@ -25,6 +29,13 @@ export type FailureType = (typeof FailureType)[keyof typeof FailureType];
  * continue from what earlier runs know, cancel waits for every prompt, a changed CSV pauses, size cuts.
  */
 export const PATCH_SPEND_SAFETY = 'spend-safety';
+
+/**
+ * The one patch id of issue 17 (unattended to the end): the results flush timer, a recording or reading
+ * failure pauses the batch, bounded retries of the batch's own activities, the unknown-outcome breaker, the
+ * unreachable pause, and re-runs that do not re-send rows whose outcome was unknown.
+ */
+export const PATCH_UNATTENDED = 'unattended';
 
 /** A Retry-After longer than this is logged as suspicious (it is still honoured: a quota may reset hours later). */
 export const SUSPICIOUS_RETRY_AFTER_MS = 60 * 60_000;
@@ -45,6 +56,7 @@ export const NON_RETRYABLE = {
     FailureType.InvalidRequest,
     FailureType.NotFound,
     FailureType.SubmitUnknown,
+    FailureType.GatewayUnreachable,
   ],
   checkJob: [FailureType.Unauthorized, FailureType.Forbidden, FailureType.InvalidRequest],
   pollJob: [
@@ -62,6 +74,16 @@ export function isNonRetryable(activity: ClassifiedActivity, type: string): bool
 
 /** The retry policies the workflows give their activities. */
 export const RETRY_POLICIES = {
+  /**
+   * readRows and recordResults with patch `unattended`: about a minute of attempts (another worker may take
+   * one), then the batch pauses with the reason and tries again on resume.
+   */
+  batchBounded: {
+    initialInterval: '1s',
+    maximumInterval: '20s',
+    maximumAttempts: 6,
+    nonRetryableErrorTypes: [...NON_RETRYABLE.readRows],
+  },
   /** readRows and recordResults: work on the worker's own disk. */
   batch: {
     initialInterval: '1s',
@@ -85,6 +107,8 @@ export const RETRY_POLICIES = {
     initialInterval: '2s',
     backoffCoefficient: 2,
     maximumInterval: '1m',
+    // About 4 minutes of bad answers, then the row fails with the job id kept (a re-run checks again).
+    maximumAttempts: 8,
     nonRetryableErrorTypes: [...NON_RETRYABLE.checkJob],
   },
   downloadVideo: { initialInterval: '2s', backoffCoefficient: 2, maximumAttempts: 6 },

@@ -15,6 +15,19 @@ export interface PromptRateLimited {
   reason?: string;
 }
 
+/** What became of a prompt's submit (patch `unattended`): the breaker and the unreachable pause count these. */
+export interface PromptSubmitOutcome {
+  rowId: string;
+  /** `sent`: a job id came back; `unknown`: the gateway may have made a job; `unreachable`: nothing could be sent. */
+  outcome: 'sent' | 'unknown' | 'unreachable';
+  /** The prompt waits for `unblock` before it sends again (a resend after an unknown outcome). */
+  waiting?: boolean;
+  /** What went wrong, for the pause's reason. */
+  reason?: string;
+  /** unreachable: epoch ms since when. */
+  sinceMs?: number;
+}
+
 export const progressQuery = defineQuery<BatchProgress>('progress');
 /** Resume a paused batch, e.g. after the API key was fixed. */
 export const resumeSignal = defineSignal('resume');
@@ -25,5 +38,6 @@ export const setConcurrencyUpdate = defineUpdate<BatchProgress, [concurrency: nu
 /** From a prompt workflow to its batch. */
 export const promptBlockedSignal = defineSignal<[PromptBlocked]>('promptBlocked');
 export const promptRateLimitedSignal = defineSignal<[PromptRateLimited]>('promptRateLimited');
+export const promptSubmitOutcomeSignal = defineSignal<[PromptSubmitOutcome]>('promptSubmitOutcome');
 /** From a batch to a blocked prompt: try again. */
 export const unblockSignal = defineSignal('unblock');

@@ -86,6 +86,11 @@ export interface BatchOptions {
   priority?: number;
   /** Rate budget: this batch's weight in the fair share between batches of the same priority (default 1). */
   weight?: number;
+  // Unattended to the end (issue 17, patch `unattended`); absent: the defaults below.
+  /** Pause submitting after this many submits in a row had an unknown outcome (0: never). */
+  pauseAfterUnknown?: number;
+  /** Pause the batch when submits could not be sent for this long (connection refused, DNS, ...). */
+  unreachablePauseMs?: number;
 }
 
 /** What a prompt does after a submit whose outcome is unknown (it may have created a billed job). */
@@ -95,6 +100,11 @@ export type UnknownSubmitPolicy = 'resend' | 'fail';
 export const DEFAULT_ON_UNKNOWN_SUBMIT: UnknownSubmitPolicy = 'resend';
 export const DEFAULT_MAX_UNKNOWN_RESENDS = 1;
 export const DEFAULT_SUBMIT_TIMEOUT_MS = 180_000;
+/** Issue 17 defaults: the unknown-outcome breaker, and how long a gateway may be unreachable before a pause. */
+export const DEFAULT_PAUSE_AFTER_UNKNOWN = 5;
+export const DEFAULT_UNREACHABLE_PAUSE_MS = 120_000;
+/** While paused as unreachable, each waiting prompt tries its submit again this often. */
+export const UNREACHABLE_RETRY_MS = 60_000;
 
 /** The spend-safety and rate-budget fields of a batch's options, as its prompts get them. */
 export function promptSpendOptions(
@@ -108,6 +118,7 @@ export function promptSpendOptions(
   | 'sharedBudget'
   | 'priority'
   | 'weight'
+  | 'unreachablePauseMs'
 > {
   return {
     ...(options.onUnknownSubmit ? { onUnknownSubmit: options.onUnknownSubmit } : {}),
@@ -117,6 +128,7 @@ export function promptSpendOptions(
     ...(options.sharedBudget ? { sharedBudget: true } : {}),
     ...(options.priority !== undefined ? { priority: options.priority } : {}),
     ...(options.weight !== undefined ? { weight: options.weight } : {}),
+    ...(options.unreachablePauseMs !== undefined ? { unreachablePauseMs: options.unreachablePauseMs } : {}),
   };
 }
 
@@ -161,7 +173,17 @@ export interface BatchCarry {
   skipped?: number;
   /** Rows that had a submit with an unknown outcome (each may have been billed more than once). */
   unknownSubmitRows?: number;
+  /** What paused the batch (absent: an operator, a refused key, or a changed CSV, as before issue 17). */
+  pauseKind?: PauseKind;
+  /** Submits in a row with an unknown outcome (the breaker's count). */
+  unknownInARow?: number;
 }
+
+/**
+ * Why a batch is paused: `unreachable` lifts itself when a submit goes through again; the others wait for
+ * `resume` (`breaker`: unknown submit outcomes in a row; `recording`: the manifest could not be written).
+ */
+export type PauseKind = 'operator' | 'key' | 'input' | 'unreachable' | 'breaker' | 'recording';
 
 export interface BatchCounts {
   succeeded: number;
@@ -203,6 +225,8 @@ export interface PromptResult extends RowFields {
 export interface PriorOutcome {
   /** Final state in the manifest, if the row was recorded. */
   status?: PromptStatus;
+  /** The error code of that final state, when it failed. */
+  errorCode?: string;
   /** The row's latest known job: checked at the gateway before paying again. */
   jobId?: string;
   url?: string;
@@ -245,8 +269,13 @@ export type JobCheck =
   | { state: 'succeeded'; url: string }
   | { state: 'failed'; errorCode: string; errorMessage: string }
   | { state: 'unfinished'; rawStatus: string }
+  /** `completed` with no usable video URL: the row ends `no_video_url` (no new job is paid for). */
+  | { state: 'no_url'; errorMessage: string }
   /** The gateway no longer knows the job (404). */
   | { state: 'gone' };
+
+/** Code of a row whose job answered `completed` with no usable `data[].url`; the job id is kept. */
+export const NO_VIDEO_URL_CODE = 'no_video_url';
 
 export interface PollOutcome {
   status: PromptStatus;
@@ -281,6 +310,10 @@ export interface PromptInput {
   sharedBudget?: boolean;
   priority?: number;
   weight?: number;
+  /** Issue 17: how long submits may fail to be sent before the batch is told the gateway is unreachable. */
+  unreachablePauseMs?: number;
+  /** Issue 17: unknown submit outcomes earlier runs had for this row (they count against the resend bound). */
+  priorUnknownSubmits?: number;
 }
 
 /** A verified download of a finished video. */
@@ -303,6 +336,8 @@ export interface BatchProgress {
   rateLimitedUntil: number | null;
   /** Why the batch is paused (auth failure or operator), or null. */
   pausedReason: string | null;
+  /** What kind of pause (absent in batches started before issue 17). */
+  pauseKind?: PauseKind | null;
   /** Prompts blocked on the pause (a call failed with 401/403). */
   blocked: number;
   concurrency: number;

@@ -42,7 +42,9 @@ const errorBody = z.object({
 const jobBody = z.looseObject({
   id: z.string().min(1),
   status: z.string().min(1),
-  data: z.array(z.looseObject({ url: z.string().min(1) })).optional(),
+  // A `completed` job without a usable URL is the caller's to judge (the row ends `no_video_url`), not a
+  // transient error to retry forever.
+  data: z.array(z.looseObject({ url: z.string().optional() })).optional(),
   error: z.looseObject({ code: z.string().optional(), message: z.string().optional() }).nullish(),
 });
 const modelsBody = z.looseObject({ data: z.array(z.looseObject({ id: z.string() })) });
@@ -133,9 +135,8 @@ export class GatewayClient {
       );
     const { id, status: rawStatus, data, error } = parsed.data;
     const status = canonicalStatus(rawStatus);
-    const url = data?.[0]?.url;
-    if (status === 'completed' && !url)
-      throw new MalformedResponseError(`job ${id} is ${rawStatus} but has no data[0].url`);
+    const raw = data?.[0]?.url;
+    const url = raw && URL.canParse(raw) ? raw : undefined;
     return {
       id,
       status,

@@ -9,6 +9,7 @@ import { manifestPath } from './manifest';
 
 interface RowPrior {
   status?: PromptResult['status'];
+  errorCode?: string;
   url?: string;
   jobId?: string;
   /** Generation of `jobId`: the job of the highest generation is the row's latest. */
@@ -38,6 +39,7 @@ export class PriorFold {
     const row = this.row(r.rowId);
     const generation = r.generation ?? 0;
     row.status = r.status;
+    row.errorCode = r.status === 'failed' ? r.errorCode : undefined;
     row.url = r.status === 'succeeded' ? r.url : undefined;
     row.generation = Math.max(row.generation, generation);
     if (r.jobId && generation >= row.jobGeneration) {
@@ -66,6 +68,7 @@ export class PriorFold {
     const unknownSubmits = Math.max(row.manifestUnknown, row.journalUnknown);
     return {
       ...(withStatus && row.status ? { status: row.status } : {}),
+      ...(withStatus && row.errorCode ? { errorCode: row.errorCode } : {}),
       ...(row.jobId ? { jobId: row.jobId } : {}),
       ...(withStatus && row.url ? { url: row.url } : {}),
       generation: row.generation,

@@ -192,7 +192,9 @@ export function createRequestHandler(ctx: RouteContext): (req: IncomingMessage, 
       status,
       model: job.model,
     };
-    if (status === 'completed') {
+    if (status === 'completed' && job.badAnswer === 'no_url') {
+      view.data = []; // job-faults.ts: finished, paid, and no video to fetch
+    } else if (status === 'completed') {
       const expires = state.options.urlTtlSeconds > 0 ? job.doneAt + state.options.urlTtlSeconds * 1000 : 0;
       view.data = [{ url: `${ctx.origin()}/files/${job.id}.mp4${expires ? `?expires=${expires}` : ''}` }];
     } else if (status === 'failed' && job.outcome.status === 'failed') {
@@ -230,8 +232,14 @@ export function createRequestHandler(ctx: RouteContext): (req: IncomingMessage, 
         state.stats.goneQueries += 1;
         throw new HttpError(404, 'not_found', `No job with id ${jobMatch[1]}.`);
       }
+      if (job.badAnswer === 'error5xx') throw new HttpError(500, 'internal_error', 'Internal error.');
       const view = jobView(job, false);
-      return { status: 200, body: view, job, carriesResult: view.status === 'completed' };
+      return {
+        status: 200,
+        body: view,
+        job,
+        carriesResult: view.status === 'completed' && job.badAnswer === undefined,
+      };
     }
     if (req.method === 'GET' && path === '/v1/models') {
       const models = [...VIDEO_MODELS, ...CHAT_MODELS].filter((m) => !key.models || key.models.includes(m));

@@ -1,6 +1,7 @@
 // The simulated gateway's model: API keys, jobs, per-key limits, hold, fault dice and counters. No HTTP here.
 import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { rollBadAnswer, type BadJobAnswer } from './job-faults';
 
 /** Faults that can be rolled per request; each field is a probability in [0, 1]. */
 export interface FaultProbabilities {
@@ -24,6 +25,10 @@ export interface FaultProbabilities {
   unknownStatus: number;
   /** A job ends as failed with `generation_failed`. */
   jobFailure: number;
+  /** A job answers `completed` with no `data[].url` on every status query (rolled once per job). */
+  jobNoUrl: number;
+  /** Every status query of a job answers HTTP 500 (rolled once per job). */
+  jobError5xx: number;
 }
 
 export type FaultKind = keyof FaultProbabilities;
@@ -132,6 +137,8 @@ export interface Job {
   idDelivered?: boolean;
   /** A `completed` answer with the URL reached the client intact. */
   resultDelivered?: boolean;
+  /** This job answers every status query badly (job-faults.ts). */
+  badAnswer?: BadJobAnswer;
 }
 
 /** mulberry32: small, fast, seedable; good enough for fault dice. */
@@ -159,6 +166,8 @@ export const DEFAULT_FAULTS: FaultOptions = {
   unknownStatus: 0,
   moderationWords: [],
   jobFailure: 0,
+  jobNoUrl: 0,
+  jobError5xx: 0,
   scope: 'all',
   retryAfterMinSeconds: 0,
 };
@@ -389,6 +398,7 @@ export class SimulatorState {
       checks: 0,
       idDelivered: false,
       resultDelivered: false,
+      ...rollBadAnswer((fault) => this.roll(fault)),
     };
     this.jobs.set(job.id, job);
     this.stats.jobsCreated += 1;
@@ -447,6 +457,7 @@ export class SimulatorState {
     let jobIdsNeverDelivered = 0;
     let completedJobsNeverDelivered = 0;
     let statusChecks = 0;
+    const badAnswers: Record<string, string[]> = {};
     const checks: number[] = [];
     for (const job of this.jobs.values()) {
       if (job.idempotencyKey)
@@ -460,6 +471,7 @@ export class SimulatorState {
       if (job.idDelivered === false) jobIdsNeverDelivered += 1;
       if (finished && job.outcome.status === 'completed' && job.resultDelivered === false)
         completedJobsNeverDelivered += 1;
+      if (job.badAnswer) (badAnswers[job.badAnswer] ??= []).push(job.id);
       statusChecks += job.checks ?? 0;
       checks.push(job.checks ?? 0);
     }
@@ -498,6 +510,8 @@ export class SimulatorState {
       statusChecks,
       /** How many jobs got 0, 1, 2, ... status queries. */
       statusChecksPerJob: histogram(checks),
+      /** Jobs that answer every status query badly, by kind (job-faults.ts). */
+      jobsWithBadAnswers: badAnswers,
       holdUntil: this.holdUntil ? new Date(this.holdUntil).toISOString() : null,
     };
   }
@@ -518,6 +532,8 @@ export const faultsSchema = z
     error504After: probability,
     unknownStatus: probability,
     jobFailure: probability,
+    jobNoUrl: probability,
+    jobError5xx: probability,
     slowMs: z.number().min(0),
     moderationWords: z.array(z.string()),
     scope: z.enum(['all', 'submit', 'status']),

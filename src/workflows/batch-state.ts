@@ -2,14 +2,17 @@
 // and resume, the guard rails, and what is carried across continue-as-new. Plain methods and no Temporal
 // calls: the workflow (batch.ts) turns the effects into commands, in the order this class asks for them, and
 // the unit tests drive it directly.
-import type {
-  BatchCarry,
-  BatchCounts,
-  BatchInput,
-  BatchProgress,
-  BatchResult,
-  PriorOutcome,
-  PromptResult,
+import type { PromptSubmitOutcome } from '../contract/messages';
+import {
+  DEFAULT_PAUSE_AFTER_UNKNOWN,
+  type BatchCarry,
+  type BatchCounts,
+  type BatchInput,
+  type BatchProgress,
+  type BatchResult,
+  type PauseKind,
+  type PriorOutcome,
+  type PromptResult,
 } from '../contract/types';
 
 /** What a state change asks the workflow to do, synchronously and in this order. */
@@ -18,6 +21,8 @@ export interface BatchEffects {
   setState(state: string): void;
   /** Tell a blocked prompt to try again. */
   unblock(rowId: string): void;
+  /** The batch was resumed (what waited on the pause may go on). */
+  resumed?(): void;
 }
 
 /** Guard rails on the failure rate only count once this many rows have finished. */
@@ -30,6 +35,10 @@ export class BatchState {
   nextRow: number;
   concurrency: number;
   pausedReason: string | null;
+  /** What paused the batch; null when it is not paused. */
+  pauseKind: PauseKind | null;
+  /** Submits in a row whose outcome was unknown (reset by one that brought a job id, and by resume). */
+  unknownInARow: number;
   /** Epoch ms until which no new prompt starts after a 429. */
   gateUntil: number;
   manifestPath: string;
@@ -74,6 +83,8 @@ export class BatchState {
     this.nextRow = carry.nextRow;
     this.concurrency = carry.concurrency;
     this.pausedReason = carry.pausedReason;
+    this.pauseKind = carry.pausedReason ? (carry.pauseKind ?? 'operator') : null;
+    this.unknownInARow = carry.unknownInARow ?? 0;
     this.gateUntil = carry.gateUntil;
     this.manifestPath = carry.manifestPath;
     this.stoppedReason = carry.stoppedReason ?? null;
@@ -99,6 +110,7 @@ export class BatchState {
       rateLimited: [...this.rateLimited.values()].filter((until) => until > now).length,
       rateLimitedUntil: this.gateUntil > now ? this.gateUntil : null,
       pausedReason: this.pausedReason,
+      pauseKind: this.pauseKind,
       blocked: this.blocked.size,
       concurrency: this.concurrency,
       startedAt: this.startedAt,
@@ -122,18 +134,80 @@ export class BatchState {
   }
 
   /** An operator's pause: no new prompts; those in flight go on. */
-  pause(reason: string): void {
+  pause(reason: string, kind: PauseKind = 'operator'): void {
     this.pausedReason = reason || 'paused by operator';
+    this.pauseKind = kind;
     this.effects.setState('paused');
     this.changed();
+  }
+
+  /** A pause of `kind` unless the batch is already paused (the first reason stays, with its time). */
+  private pauseFor(kind: PauseKind, reason: string): void {
+    if (this.pausedReason) return;
+    this.pause(reason, kind);
   }
 
   /** Ends a pause, and unblocks the prompts that waited on it. */
   resume(): void {
     this.pausedReason = null;
+    this.pauseKind = null;
+    this.unknownInARow = 0;
     for (const rowId of this.blocked) this.effects.unblock(rowId);
     this.blocked.clear();
     this.effects.setState('running');
+    this.effects.resumed?.();
+    this.changed();
+  }
+
+  /** Finished rows could not be written to the manifest (patch `unattended`): pause until someone fixes it. */
+  recordingFailed(message: string): void {
+    this.pauseFor(
+      'recording',
+      `finished rows could not be written to the manifest (${message}); fix it (e.g. the worker's VIDBATCH_OUT_ROOT or disk), then resume the batch`,
+    );
+  }
+
+  /** The batch's CSV could not be read (changed, or not allowed on the worker that tried): pause with why. */
+  inputFailed(message: string): void {
+    this.pauseFor('input', message);
+  }
+
+  /**
+   * What became of a prompt's submit (patch `unattended`). Unknown outcomes in a row trip the breaker: the
+   * batch pauses submitting, and prompts about to resend wait for resume. Submits that cannot be sent pause
+   * the batch as unreachable; the first submit that goes through again lifts that pause by itself.
+   */
+  submitOutcome(report: PromptSubmitOutcome, now: number): void {
+    const { rowId } = report;
+    if (!this.inFlight.has(rowId)) return;
+    if (report.outcome === 'sent') {
+      this.unknownInARow = 0;
+      if (this.pauseKind === 'unreachable') this.resume();
+      return;
+    }
+    if (report.outcome === 'unreachable') {
+      const since = new Date(report.sinceMs ?? now).toISOString().slice(11, 16);
+      this.pauseFor(
+        'unreachable',
+        `gateway unreachable since ${since} UTC: ${report.reason ?? 'nothing could be sent'}; ` +
+          'vidbatch tries again every minute and goes on by itself when it answers (or resume the batch)',
+      );
+      this.blocked.add(rowId);
+      this.changed();
+      return;
+    }
+    this.unknownInARow += 1;
+    const limit = this.input.options.pauseAfterUnknown ?? DEFAULT_PAUSE_AFTER_UNKNOWN;
+    if (limit > 0 && this.unknownInARow >= limit)
+      this.pauseFor(
+        'breaker',
+        `${this.unknownInARow} submits in a row had an unknown outcome: paused so as not to pay for jobs ` +
+          'vidbatch cannot see; check the gateway, then resume the batch',
+      );
+    if (report.waiting) {
+      if (this.pauseKind === 'breaker') this.blocked.add(rowId);
+      else this.effects.unblock(rowId);
+    }
     this.changed();
   }
 
@@ -154,6 +228,7 @@ export class BatchState {
     this.blocked.add(rowId);
     if (!this.pausedReason) this.effects.setState('paused');
     this.pausedReason = `the gateway refused the API key (${reason}); fix the key, then resume the batch`;
+    this.pauseKind = 'key';
     this.changed();
   }
 
@@ -229,6 +304,14 @@ export class BatchState {
     this.changed();
   }
 
+  /** The next row ended `submit_unknown` in an earlier run: counted as failed again, not re-sent. */
+  skipUnknown(): void {
+    this.nextRow += 1;
+    this.counts.failed += 1;
+    this.unknownSubmitRows += 1;
+    this.changed();
+  }
+
   /** A prompt ended; the workflow records its result after this. */
   finished(result: PromptResult): void {
     this.inFlight.delete(result.rowId);
@@ -272,6 +355,8 @@ export class BatchState {
       startedAt: this.startedAt,
       concurrency: this.concurrency,
       pausedReason: this.pausedReason,
+      ...(this.pauseKind ? { pauseKind: this.pauseKind } : {}),
+      ...(this.unknownInARow ? { unknownInARow: this.unknownInARow } : {}),
       gateUntil: this.gateUntil,
       manifestPath: this.manifestPath,
       runs: this.runs + 1,

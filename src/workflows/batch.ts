@@ -21,12 +21,13 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { FailureType, PATCH_SPEND_SAFETY, RETRY_POLICIES } from '../contract/failures';
+import { FailureType, PATCH_SPEND_SAFETY, PATCH_UNATTENDED, RETRY_POLICIES } from '../contract/failures';
 import {
   pauseSignal,
   progressQuery,
   promptBlockedSignal,
   promptRateLimitedSignal,
+  promptSubmitOutcomeSignal,
   resumeSignal,
   resumeUpdate,
   setConcurrencyUpdate,
@@ -46,7 +47,7 @@ import {
   type PromptRow,
 } from '../contract/types';
 import { BatchState } from './batch-state';
-import { promptWorkflow } from './prompt';
+import { promptWorkflow, SUBMIT_UNKNOWN_CODE } from './prompt';
 import { progressMarkdown } from './progress-details';
 import { ResultRecorder } from './result-recorder';
 
@@ -63,12 +64,16 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     startToCloseTimeout: options.activityTimeoutMs,
     retry: RETRY_POLICIES.batch,
   });
+  // The recorder is made below; a resume signal may come before it exists.
+  const late: { recorder?: ResultRecorder } = {};
   const state = new BatchState(input, Date.now(), {
     setState,
     unblock: (rowId) =>
       void getExternalWorkflowHandle(promptWorkflowId(batchId, rowId))
         .signal(unblockSignal)
         .catch(() => undefined), // the prompt already ended: nothing to unblock
+    // Rows that could not be recorded go again once the cause was fixed.
+    resumed: () => late.recorder?.retry(),
   });
   setHandlers(state);
   // Issue 10 (spend safety): rows carry what earlier runs know, a re-run skips rows that succeeded and checks
@@ -82,17 +87,37 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     );
   }
   // Runs started before grouping record after every prompt (no patch marker).
+  const grouped = patched('record-results-in-groups');
+  // Issue 17: finished rows reach the manifest within RESULT_GROUP_MS whatever else happens (a timer), the
+  // batch's own activities have bounded retries and pause the batch with the reason when they run out.
+  const unattended = spendSafety && patched(PATCH_UNATTENDED);
+  const record = unattended
+    ? proxyActivities<Activities>({
+        startToCloseTimeout: options.activityTimeoutMs,
+        retry: RETRY_POLICIES.batchBounded,
+      }).recordResults
+    : recordResults;
   const recorder = new ResultRecorder(
     (results, summary) =>
-      recordResults.executeWithOptions({ summary }, [{ batchId, outDir: options.outDir, results }]),
+      record.executeWithOptions({ summary }, [{ batchId, outDir: options.outDir, results }]),
     {
-      grouped: patched('record-results-in-groups'),
+      grouped,
       inFlight: () => state.inFlight.size,
       onRecorded: (path) => void (state.manifestPath = path),
       changed: () => state.changed(),
       ...(spendSafety ? { maxGroupBytes: MAX_RESULT_GROUP_BYTES } : {}),
+      ...(unattended
+        ? {
+            timer: (ms: number) => sleep(ms, { summary: 'write finished rows to the manifest' }),
+            failed: (message: string) => {
+              state.recordingFailed(message);
+              setCurrentDetails(progressMarkdown(state.progress(Date.now())));
+            },
+          }
+        : {}),
     },
   );
+  late.recorder = recorder;
 
   const start = ({ prior, ...row }: PageRow) => {
     if (spendSafety && prior?.status === 'succeeded') {
@@ -100,8 +125,13 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
       state.skip(prior);
       return;
     }
+    if (unattended && keptUnknown(input, prior)) {
+      // Its outcome stayed unknown (it may be billed): only `retry-failed --code submit_unknown` re-sends it.
+      state.skipUnknown();
+      return;
+    }
     state.started(row.id, prior);
-    startPrompt(input, row, spendSafety, prior).then(finished, (err: unknown) =>
+    startPrompt(input, row, spendSafety, prior, unattended).then(finished, (err: unknown) =>
       finished({
         ...rowFields(row),
         status: 'failed',
@@ -140,7 +170,12 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
           },
         ],
       );
-    await runPrompts(input, state, start, spendSafety ? pauseWhileCsvChanged(state, readPage) : readPage);
+    await runPrompts(
+      input,
+      state,
+      start,
+      spendSafety ? pauseWhileUnreadable(state, readPage, unattended) : readPage,
+    );
   } catch (err) {
     if (!isCancellation(err)) throw err;
     // Cancelled: keep partial results. In-flight prompts report their cancellation (with any job id),
@@ -188,15 +223,32 @@ function setHandlers(state: BatchState): void {
   setHandler(promptRateLimitedSignal, ({ rowId, untilMs, reason }) =>
     state.promptRateLimited(rowId, untilMs, reason),
   );
+  setHandler(promptSubmitOutcomeSignal, (report) => {
+    state.submitOutcome(report, Date.now());
+    setCurrentDetails(progressMarkdown(state.progress(Date.now())));
+  });
+}
+
+/**
+ * A row an earlier run of this batch ended as `submit_unknown` with no job id: a re-run does not send it again
+ * (it may have been billed already); `retry-failed --code submit_unknown` does, deliberately.
+ */
+function keptUnknown(input: BatchInput, prior: PriorOutcome | undefined): boolean {
+  return (
+    !input.retryOf && prior?.status === 'failed' && prior.errorCode === SUBMIT_UNKNOWN_CODE && !prior.jobId
+  );
 }
 
 /**
  * A page read that pauses the batch while its CSV differs from the file it started from (the reason says so),
- * and reads again once the batch is resumed. Null: nothing to read now (a guard rail stopped the batch).
+ * and reads again once the batch is resumed. With `unattended`, any read that fails for good (e.g. a path no
+ * worker may read) pauses the same way instead of failing the batch. Null: nothing to read now (a guard rail
+ * stopped the batch).
  */
-function pauseWhileCsvChanged(
+function pauseWhileUnreadable(
   state: BatchState,
   readPage: (offset: number) => Promise<PageRow[]>,
+  unattended: boolean,
 ): (offset: number) => Promise<PageRow[] | null> {
   return async (offset) => {
     for (;;) {
@@ -204,8 +256,13 @@ function pauseWhileCsvChanged(
         return await readPage(offset);
       } catch (err) {
         const cause = err instanceof ActivityFailure ? err.cause : undefined;
-        if (!(cause instanceof ApplicationFailure) || cause.type !== FailureType.CsvChanged) throw err;
-        state.pause(cause.message);
+        const csvChanged = cause instanceof ApplicationFailure && cause.type === FailureType.CsvChanged;
+        if (!csvChanged && !(unattended && err instanceof ActivityFailure)) throw err;
+        if (csvChanged) state.pause(cause.message, 'input');
+        else
+          state.inputFailed(
+            `rows from ${offset + 1} could not be read (${cause?.message ?? (err as Error).message}); fix it, then resume the batch`,
+          );
         setCurrentDetails(progressMarkdown(state.progress(Date.now())));
         await condition(() => !state.pausedReason || state.stoppedReason !== null);
         if (state.stoppedReason) return null;
@@ -230,6 +287,7 @@ function startPrompt(
   row: PromptRow,
   spendSafety: boolean,
   prior: PriorOutcome | undefined,
+  unattended: boolean,
 ) {
   const { batchId, options } = input;
   return executeChild(promptWorkflow, {
@@ -243,6 +301,7 @@ function startPrompt(
         activityTimeoutMs: options.activityTimeoutMs,
         ...(options.downloadDir ? { downloadDir: options.downloadDir } : {}),
         ...(spendSafety ? { ...priorArgs(prior), ...promptSpendOptions(options) } : {}),
+        ...(unattended && prior?.unknownSubmits ? { priorUnknownSubmits: prior.unknownSubmits } : {}),
       },
     ],
     typedSearchAttributes: [

@@ -27,14 +27,24 @@ import {
   DEFAULT_RETRY_AFTER_MS,
   FailureType,
   PATCH_SPEND_SAFETY,
+  PATCH_UNATTENDED,
   RETRY_POLICIES,
 } from '../contract/failures';
-import { promptBlockedSignal, promptRateLimitedSignal, unblockSignal } from '../contract/messages';
+import {
+  promptBlockedSignal,
+  promptRateLimitedSignal,
+  promptSubmitOutcomeSignal,
+  unblockSignal,
+  type PromptSubmitOutcome,
+} from '../contract/messages';
 import { StateAttr } from '../contract/search-attributes';
 import {
   DEFAULT_MAX_UNKNOWN_RESENDS,
   DEFAULT_ON_UNKNOWN_SUBMIT,
   DEFAULT_SUBMIT_TIMEOUT_MS,
+  DEFAULT_UNREACHABLE_PAUSE_MS,
+  NO_VIDEO_URL_CODE,
+  UNREACHABLE_RETRY_MS,
   rowFields,
   type PollOutcome,
   type PromptInput,
@@ -82,6 +92,8 @@ class PromptRun {
   gateway: Partial<ReturnType<typeof gatewayActivityOptions>> = {};
   /** When this prompt last went on after a refused key (or started): lifts a worker's local key refusal. */
   unblockedAt = Date.now();
+  /** Patch `unattended` (issue 17): submit outcomes are reported to the batch (breaker, unreachable pause). */
+  unattended = false;
   private unblocked = false;
   private readonly base: RowFields;
 
@@ -106,6 +118,21 @@ class PromptRun {
       await this.batch.signal(promptBlockedSignal, { rowId: this.input.row.id, reason: failure.message });
     await condition(() => this.unblocked);
     this.unblockedAt = Date.now();
+    this.pausedMs += Date.now() - since;
+  }
+
+  /**
+   * Tells the batch what became of a submit (patch `unattended`). With `wait`, then waits for the batch's go
+   * (`unblock`): at once unless the batch paused, or after `timeoutMs` at most. Throws when cancelled.
+   */
+  async report(outcome: Omit<PromptSubmitOutcome, 'rowId'>, wait = false, timeoutMs?: number): Promise<void> {
+    if (!this.unattended || !this.batch) return;
+    const since = Date.now();
+    this.unblocked = false;
+    await this.batch.signal(promptSubmitOutcomeSignal, { rowId: this.input.row.id, ...outcome });
+    if (!wait) return;
+    if (timeoutMs === undefined) await condition(() => this.unblocked);
+    else await condition(() => this.unblocked, timeoutMs);
     this.pausedMs += Date.now() - since;
   }
 }
@@ -339,7 +366,13 @@ function spendFields(spend: SpendState): Pick<PromptResult, 'unknownSubmits' | '
 
 async function spendSafePrompt(prompt: PromptRun): Promise<PromptResult> {
   const { input } = prompt;
-  const spend: SpendState = { generation: input.keyGeneration ?? 0, unknownSubmits: 0, rateLimits: 0 };
+  prompt.unattended = patched(PATCH_UNATTENDED);
+  // Unknown outcomes of earlier runs count too: "at most 1 + N jobs" holds for the row's whole life.
+  const spend: SpendState = {
+    generation: input.keyGeneration ?? 0,
+    unknownSubmits: prompt.unattended ? (input.priorUnknownSubmits ?? 0) : 0,
+    rateLimits: 0,
+  };
   if (input.knownJobId) {
     // The known job belongs to the previous generation: keyGeneration is what a new submit would use.
     const known = await checkKnownJob(prompt, input.knownJobId, {
@@ -379,6 +412,18 @@ async function checkKnownJob(
         if (prompt.input.downloadDir)
           return prompt.finish({ ...base, ...outcome, ...(await download(prompt.input, check.url)) });
         return prompt.finish({ ...base, ...outcome });
+      }
+      if (check.state === 'no_url') {
+        // Paid, but nothing to fetch: not paid for again; the job id stays for a later check.
+        return prompt.finish({
+          status: 'failed',
+          jobId,
+          attempts: 0,
+          polls: 1,
+          errorCode: NO_VIDEO_URL_CODE,
+          errorMessage: check.errorMessage,
+          ...spendFields(spend),
+        });
       }
       if (check.state === 'unfinished') {
         upsertSearchAttributes([{ key: StateAttr, value: 'running' }]);
@@ -442,6 +487,9 @@ async function submitSpendSafe(
             generation: spend.generation,
             ...(prompt.input.outDir ? { outDir: prompt.input.outDir } : {}),
             unblockedAt: prompt.unblockedAt,
+            ...(prompt.unattended
+              ? { unreachableAfterMs: prompt.input.unreachablePauseMs ?? DEFAULT_UNREACHABLE_PAUSE_MS }
+              : {}),
           },
         ]);
       } catch (err) {
@@ -452,13 +500,21 @@ async function submitSpendSafe(
     if (submitted) {
       if (scope.consideredCancelled)
         return { failed: cancelledResult(prompt, spend, submitted.jobId, 'its submit was in flight') };
+      await prompt.report({ outcome: 'sent' });
       return {
         submitted: { ...submitted, attempts: submitted.attempts + spend.rateLimits + spend.unknownSubmits },
       };
     }
     if (failure?.type === FailureType.SubmitUnknown) {
       spend.unknownSubmits += 1;
-      const resend = policy === 'resend' && spend.unknownSubmits <= maxResends && !scope.consideredCancelled;
+      let resend = policy === 'resend' && spend.unknownSubmits <= maxResends && !scope.consideredCancelled;
+      try {
+        // The breaker: the batch may hold this resend until someone looked at the gateway and resumed.
+        await prompt.report({ outcome: 'unknown', waiting: resend, reason: failure.message }, resend);
+      } catch (err) {
+        if (!isCancellation(err)) throw err;
+        resend = false;
+      }
       if (!resend) {
         if (scope.consideredCancelled)
           return { failed: cancelledResult(prompt, spend, undefined, 'its submit was in flight') };
@@ -481,6 +537,16 @@ async function submitSpendSafe(
       continue; // the same key: a gateway that honours it returns the job the lost answer was about
     }
     try {
+      if (failure?.type === FailureType.GatewayUnreachable) {
+        // Nothing was sent: the batch pauses with the reason; try again in a minute, or at once on resume.
+        const { sinceMs } = (failure.details?.[0] ?? {}) as { sinceMs?: number };
+        await prompt.report(
+          { outcome: 'unreachable', reason: failure.message, ...(sinceMs ? { sinceMs } : {}) },
+          true,
+          UNREACHABLE_RETRY_MS,
+        );
+        continue;
+      }
       if (failure?.type === FailureType.RateLimited) {
         const { retryAfterMs } = (failure.details?.[0] ?? { retryAfterMs: DEFAULT_RETRY_AFTER_MS }) as {
           retryAfterMs: number;
@@ -513,7 +579,9 @@ async function submitSpendSafe(
         const waiting =
           failure?.type === FailureType.RateLimited
             ? 'waiting for Retry-After'
-            : 'waiting for a working API key';
+            : failure?.type === FailureType.GatewayUnreachable
+              ? 'waiting for the gateway to answer'
+              : 'waiting for a working API key';
         return { failed: cancelledResult(prompt, spend, undefined, waiting) };
       }
       throw err;

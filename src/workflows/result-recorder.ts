@@ -1,6 +1,9 @@
 // Group commit of finished rows into the manifest: one recordResults activity per group of at most
-// RESULT_GROUP rows or RESULT_GROUP_MS, at once when nothing else is in flight, one group at a time. A group
-// that fails is put back in front and goes with the next. Runs started before grouping (no patch marker)
+// RESULT_GROUP rows or RESULT_GROUP_MS, at once when nothing else is in flight, one group at a time. With
+// `timer` (patch `flush-timer`) a durable timer flushes a group RESULT_GROUP_MS after the last one even when
+// no other row finishes (a paused batch's paid videos reach the file), and a group that fails for good is
+// reported (`failed`: the batch pauses) and waits for `retry()`. Without it, a group that fails is put back in
+// front and goes with the next. Runs started before grouping (no patch marker)
 // record after every prompt. With `maxGroupBytes` (spend-safety patch) a group is also cut by its JSON size,
 // so big rows never make a payload near Temporal's limit.
 import type { PromptResult } from '../contract/types';
@@ -22,6 +25,10 @@ export interface RecorderOptions {
   now?: () => number;
   /** Most bytes of results JSON per group (at least one result); absent: no size cut. */
   maxGroupBytes?: number;
+  /** A durable timer (workflow sleep); a pending group is flushed when it fires. */
+  timer?: (ms: number) => Promise<void>;
+  /** A group could not be recorded (its retries ran out): nothing is recorded again before `retry()`. */
+  failed?: (message: string) => void;
 }
 
 /** UTF-8 bytes of a string, as Temporal's JSON payloads carry it (workflow code: no Buffer). */
@@ -50,6 +57,9 @@ export function takeGroup(pending: PromptResult[], maxBytes: number | undefined)
 export class ResultRecorder {
   private pending: PromptResult[] = [];
   private recording = false;
+  private timerSet = false;
+  /** Why the last group could not be recorded; no group goes before `retry()`. */
+  private failure: string | null = null;
   private lastFlushAt: number;
   private readonly now: () => number;
 
@@ -87,7 +97,8 @@ export class ResultRecorder {
 
   /** Records what is pending when a group is due (or `force`), unless a group is being recorded. */
   flush(force = false): void {
-    if (this.recording || this.pending.length === 0 || (!force && !this.due())) return;
+    if (this.recording || this.pending.length === 0 || this.failure !== null) return;
+    if (!force && !this.due()) return this.setTimer();
     const group = takeGroup(this.pending, this.options.maxGroupBytes);
     this.recording = true;
     this.lastFlushAt = this.now();
@@ -98,11 +109,36 @@ export class ResultRecorder {
         this.flush();
         this.options.changed();
       },
-      () => {
+      (err: unknown) => {
         this.pending = group.concat(this.pending);
         this.recording = false;
+        if (this.options.failed) {
+          this.failure = err instanceof Error ? messageOf(err) : String(err);
+          this.options.failed(this.failure);
+        }
         this.options.changed();
       },
+    );
+  }
+
+  /** After a failure was fixed (the batch resumed): record what waited. */
+  retry(): void {
+    this.failure = null;
+    this.flush(true);
+  }
+
+  /** One timer at a time, for when the pending group is due by age. */
+  private setTimer(): void {
+    const { timer } = this.options;
+    if (!timer || this.timerSet) return;
+    this.timerSet = true;
+    const ms = Math.max(1, RESULT_GROUP_MS - (this.now() - this.lastFlushAt));
+    timer(ms).then(
+      () => {
+        this.timerSet = false;
+        this.flush();
+      },
+      () => void (this.timerSet = false), // cancelled with the run: recordRest takes over
     );
   }
 
@@ -111,4 +147,11 @@ export class ResultRecorder {
     while (this.pending.length)
       await this.record(takeGroup(this.pending, this.options.maxGroupBytes), summary);
   }
+}
+
+/** The innermost cause's message (an activity failure's own message only names the activity). */
+function messageOf(err: Error): string {
+  let e: Error = err;
+  while (e.cause instanceof Error) e = e.cause;
+  return e.message;
 }

@@ -147,6 +147,7 @@ describe('BatchState', () => {
       startedAt: 1000,
       concurrency: 7,
       pausedReason: 'night',
+      pauseKind: 'operator',
       gateUntil: 9000,
       manifestPath: '/out/manifest.jsonl',
       runs: 1,
@@ -228,5 +229,72 @@ describe('BatchState', () => {
     expect(state.progress(until - 2 * 86_400_000).holdReason).toContain('2030-01-01 03:10 UTC');
     state.promptRateLimited('b', until + 1000, 'quota exhausted; the gateway asked to wait until 03:10');
     expect(state.progress(until).holdReason).toBe('quota exhausted; the gateway asked to wait until 03:10');
+  });
+
+  it('the unknown-outcome breaker: N in a row pause submitting and hold resends until resume', () => {
+    const { state, effects } = batch({ pauseAfterUnknown: 3 });
+    for (const id of ['a', 'b', 'c', 'd']) state.started(id);
+    state.submitOutcome({ rowId: 'a', outcome: 'unknown', waiting: true }, 0);
+    state.submitOutcome({ rowId: 'b', outcome: 'sent' }, 0); // a job id came back: not in a row
+    state.submitOutcome({ rowId: 'b', outcome: 'unknown', waiting: false }, 0);
+    state.submitOutcome({ rowId: 'c', outcome: 'unknown', waiting: true }, 0);
+    expect(state.pausedReason).toBeNull();
+    expect(effects).toEqual(['unblock:a', 'unblock:c']); // resends go on at once
+    state.submitOutcome({ rowId: 'd', outcome: 'unknown', waiting: true }, 0);
+    expect(state.pauseKind).toBe('breaker');
+    expect(state.pausedReason).toBe(
+      '3 submits in a row had an unknown outcome: paused so as not to pay for jobs vidbatch cannot see; check the gateway, then resume the batch',
+    );
+    expect(state.canStart(5, false)).toBe(false);
+    expect(state.progress(0).blocked).toBe(1); // d's resend waits
+    state.resume();
+    expect(effects.slice(2)).toEqual(['state:paused', 'unblock:d', 'state:running']);
+    expect(state.carry().unknownInARow).toBeUndefined(); // resume starts the count again
+  });
+
+  it('pauses as unreachable with since when, and goes on by itself once a submit is sent', () => {
+    const { state, effects } = batch();
+    state.started('a');
+    state.started('b');
+    const since = Date.UTC(2030, 0, 1, 2, 14);
+    state.submitOutcome(
+      { rowId: 'a', outcome: 'unreachable', reason: 'connect ECONNREFUSED', sinceMs: since },
+      since + 120_000,
+    );
+    expect(state.pausedReason).toMatch(/^gateway unreachable since 02:14 UTC: connect ECONNREFUSED; /);
+    expect(state.progress(0)).toMatchObject({ pauseKind: 'unreachable', blocked: 1 });
+    state.submitOutcome({ rowId: 'b', outcome: 'sent' }, since + 180_000);
+    expect(state.pausedReason).toBeNull();
+    expect(effects).toEqual(['state:paused', 'unblock:a', 'state:running']);
+  });
+
+  it('a refused key is not lifted by a sent submit; a recording failure waits for resume', () => {
+    const { state } = batch();
+    state.started('a');
+    state.started('b');
+    state.promptBlocked('a', '403 key disabled');
+    state.submitOutcome({ rowId: 'b', outcome: 'sent' }, 0);
+    expect(state.pauseKind).toBe('key');
+    const other = batch();
+    other.state.recordingFailed('PathNotAllowed: /x is outside VIDBATCH_OUT_ROOT');
+    expect(other.state.pausedReason).toMatch(
+      /^finished rows could not be written to the manifest \(PathNotAllowed/,
+    );
+    const resumed: string[] = [];
+    const withHook = new BatchState({ batchId: 'b', totalRows: 1, options: DEFAULT_BATCH_OPTIONS }, 0, {
+      setState: () => {},
+      unblock: () => {},
+      resumed: () => resumed.push('resumed'),
+    });
+    withHook.recordingFailed('disk full');
+    withHook.resume();
+    expect(resumed).toEqual(['resumed']);
+  });
+
+  it('a row an earlier run ended submit_unknown is counted failed, not started', () => {
+    const { state } = batch({ maxFailures: 1 }, 3);
+    state.skipUnknown();
+    expect(state.progress(0)).toMatchObject({ started: 1, inFlight: 0, failed: 1, unknownSubmitRows: 1 });
+    expect(state.stoppedReason).toBeNull(); // an earlier run's failure does not trip this run's guard rail
   });
 });

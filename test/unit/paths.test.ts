@@ -108,15 +108,15 @@ describe('confineFile (row ids as file names)', () => {
 });
 
 describe('allowedPath / allowedFile (activities)', () => {
-  it('turns a refusal into a non-retryable PathNotAllowed failure', async () => {
+  it('turns a refusal into a PathNotAllowed failure that another worker may retry', async () => {
     const err = await allowedPath('/etc/passwd', 'input', roots).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ApplicationFailure);
-    expect(err).toMatchObject({ type: 'PathNotAllowed', nonRetryable: true });
+    expect(err).toMatchObject({ type: 'PathNotAllowed', nonRetryable: false });
     expect((err as Error).message).toContain('VIDBATCH_INPUT_ROOT');
     const file = await allowedFile(join(base, 'out'), '../x.mp4', 'download', undefined).catch(
       (e: unknown) => e,
     );
-    expect(file).toMatchObject({ type: 'PathNotAllowed', nonRetryable: true });
+    expect(file).toMatchObject({ type: 'PathNotAllowed', nonRetryable: false });
   });
 
   it('without roots (a worker built without confinement) allows any path, but never a climbing file name', async () => {

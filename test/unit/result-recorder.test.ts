@@ -103,4 +103,65 @@ describe('ResultRecorder', () => {
     expect(takeGroup(pending, undefined).map((r) => r.rowId)).toEqual(['d', 'e']);
     expect(utf8Length('aé€😀')).toBe(Buffer.byteLength('aé€😀'));
   });
+
+  it('with a timer, flushes a pending group 10 s after the last one though no other row finishes', async () => {
+    const clock = { now: 0 };
+    const timers: { ms: number; fire: () => void }[] = [];
+    const groups: string[][] = [];
+    const r = new ResultRecorder(
+      (results) => {
+        groups.push(results.map((x) => x.rowId));
+        return Promise.resolve({ manifestPath: '/m' });
+      },
+      {
+        grouped: true,
+        inFlight: () => 5,
+        onRecorded: () => {},
+        changed: () => {},
+        now: () => clock.now,
+        timer: (ms) => new Promise((resolve) => timers.push({ ms, fire: () => resolve() })),
+      },
+    );
+    clock.now = 4000;
+    r.add(result('a'));
+    r.add(result('b'));
+    expect(groups).toEqual([]);
+    expect(timers.map((t) => t.ms)).toEqual([6000]); // one timer, due 10 s after the last flush
+    clock.now = 10_000;
+    timers[0]!.fire();
+    await tick();
+    expect(groups).toEqual([['a', 'b']]);
+  });
+
+  it('reports a group that failed for good, and records it again only after retry()', async () => {
+    const failures: string[] = [];
+    let ok = false;
+    const groups: string[][] = [];
+    const r = new ResultRecorder(
+      (results) => {
+        groups.push(results.map((x) => x.rowId));
+        const cause = new Error('/x is outside VIDBATCH_OUT_ROOT');
+        return ok
+          ? Promise.resolve({ manifestPath: '/m' })
+          : Promise.reject(new Error('Activity task failed', { cause }));
+      },
+      {
+        grouped: true,
+        inFlight: () => 0,
+        onRecorded: () => {},
+        changed: () => {},
+        failed: (m) => failures.push(m),
+      },
+    );
+    r.add(result('a'));
+    await tick();
+    expect(failures).toEqual(['/x is outside VIDBATCH_OUT_ROOT']);
+    r.add(result('b'));
+    expect(groups).toHaveLength(1); // nothing goes before retry()
+    ok = true;
+    r.retry();
+    await tick();
+    expect(groups[1]).toEqual(['a', 'b']);
+    expect(r.idle).toBe(true);
+  });
 });

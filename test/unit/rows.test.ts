@@ -73,7 +73,7 @@ describe('readRows', () => {
     expect(prior).toEqual({
       r0: { status: 'succeeded', jobId: 'vid_0', url: 'http://x/0.mp4', generation: 0 },
       r1: { status: 'succeeded', jobId: 'vid_1', url: 'http://x/1.mp4', generation: 0 },
-      r2: { status: 'failed', generation: 0, unknownSubmits: 1 },
+      r2: { status: 'failed', errorCode: 'cancelled', generation: 0, unknownSubmits: 1 },
       r3: { jobId: 'vid_3b', generation: 1 },
       // another batch's final state is not this batch's: only its job is known
       r4: { jobId: 'vid_4', generation: 0 },

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import {
   csvChanged,
   downloadFailed,
+  gatewayUnreachable,
   jobNotFinished,
   pacerBusy,
   submitUnknown,
@@ -132,7 +133,11 @@ describe('toFailure', () => {
     for (const activity of ['submitJob', 'checkJob', 'pollJob'] as const) {
       // NotFound on checkJob is an answer (the job is gone), not a failure the activity throws.
       const thrown = activity === 'checkJob' ? errors.filter((e) => !(e instanceof NotFoundError)) : errors;
-      const nonRetryable = thrown.map((e) => toFailure(e, activity)).filter((f) => f.nonRetryable);
+      // A submit that could not be sent for too long is decided by the activity, not by toFailure.
+      const own = activity === 'submitJob' ? [gatewayUnreachable('connection refused', 0)] : [];
+      const nonRetryable = [...thrown.map((e) => toFailure(e, activity)), ...own].filter(
+        (f) => f.nonRetryable,
+      );
       expect([...new Set(nonRetryable.map((f) => f.type))].sort()).toEqual(
         [...NON_RETRYABLE[activity]].sort(),
       );

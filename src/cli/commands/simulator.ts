@@ -118,6 +118,19 @@ export function registerSimulatorCommand(program: Command): void {
       new Option('--fault-job-failure <p>', 'probability that a job fails').argParser(number).default(0),
     )
     .addOption(
+      new Option(
+        '--fault-job-no-url <p>',
+        'probability that a job answers "completed" with no video URL, at every status query',
+      )
+        .argParser(number)
+        .default(0),
+    )
+    .addOption(
+      new Option('--fault-job-5xx <p>', 'probability that every status query of a job answers HTTP 500')
+        .argParser(number)
+        .default(0),
+    )
+    .addOption(
       new Option('--moderation-words <words>', 'comma-separated words that fail moderation').default(''),
     )
     .action(async (o: Record<string, unknown>) => {
@@ -150,6 +163,8 @@ export function registerSimulatorCommand(program: Command): void {
           malformed: o.faultMalformed as number,
           unknownStatus: o.faultUnknownStatus as number,
           jobFailure: o.faultJobFailure as number,
+          jobNoUrl: o.faultJobNoUrl as number,
+          jobError5xx: o.faultJob5xx as number,
           moderationWords: String(o.moderationWords)
             .split(',')
             .map((w) => w.trim())
