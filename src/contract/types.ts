@@ -103,8 +103,10 @@ export const DEFAULT_SUBMIT_TIMEOUT_MS = 180_000;
 /** Issue 17 defaults: the unknown-outcome breaker, and how long a gateway may be unreachable before a pause. */
 export const DEFAULT_PAUSE_AFTER_UNKNOWN = 5;
 export const DEFAULT_UNREACHABLE_PAUSE_MS = 120_000;
-/** While paused as unreachable, each waiting prompt tries its submit again this often. */
-export const UNREACHABLE_RETRY_MS = 60_000;
+/** While paused as unreachable, each waiting prompt tries its submit again this often (at most a minute). */
+export function unreachableRetryMs(unreachablePauseMs = DEFAULT_UNREACHABLE_PAUSE_MS): number {
+  return Math.min(60_000, unreachablePauseMs);
+}
 
 /** The spend-safety and rate-budget fields of a batch's options, as its prompts get them. */
 export function promptSpendOptions(

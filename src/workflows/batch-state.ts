@@ -13,6 +13,7 @@ import {
   type PauseKind,
   type PriorOutcome,
   type PromptResult,
+  unreachableRetryMs,
 } from '../contract/types';
 
 /** What a state change asks the workflow to do, synchronously and in this order. */
@@ -190,7 +191,8 @@ export class BatchState {
       this.pauseFor(
         'unreachable',
         `gateway unreachable since ${since} UTC: ${report.reason ?? 'nothing could be sent'}; ` +
-          'vidbatch tries again every minute and goes on by itself when it answers (or resume the batch)',
+          `vidbatch tries again every ${Math.round(unreachableRetryMs(this.input.options.unreachablePauseMs) / 1000)} s ` +
+          'and goes on by itself when it answers (or resume the batch)',
       );
       this.blocked.add(rowId);
       this.changed();

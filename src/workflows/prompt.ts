@@ -44,13 +44,13 @@ import {
   DEFAULT_SUBMIT_TIMEOUT_MS,
   DEFAULT_UNREACHABLE_PAUSE_MS,
   NO_VIDEO_URL_CODE,
-  UNREACHABLE_RETRY_MS,
   rowFields,
   type PollOutcome,
   type PromptInput,
   type PromptResult,
   type RowFields,
   type SubmitResult,
+  unreachableRetryMs,
 } from '../contract/types';
 
 function applicationFailure(err: unknown): ApplicationFailure | undefined {
@@ -543,7 +543,7 @@ async function submitSpendSafe(
         await prompt.report(
           { outcome: 'unreachable', reason: failure.message, ...(sinceMs ? { sinceMs } : {}) },
           true,
-          UNREACHABLE_RETRY_MS,
+          unreachableRetryMs(prompt.input.unreachablePauseMs),
         );
         continue;
       }

@@ -1,0 +1,242 @@
+// Unattended to the end (issue 17), from the command line: the real `vidbatch` (spawned) against this test's
+// Temporal server, worker and a hostile simulator (Idempotency-Key ignored). Each test is one night's failure:
+// bad answers for one job, a refused key while rows finish, a gateway that takes the money and answers 504,
+// a gateway that cannot be reached, and a re-run after unknown outcomes. Figures are printed.
+import { randomUUID } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { readManifest } from '../../src/results/manifest';
+import { background, vidbatch, type CliRun } from './cli-helpers';
+import { testEnv, type TestEnv } from './helpers';
+
+let env: TestEnv | undefined;
+afterEach(async () => {
+  await env?.close();
+  env = undefined;
+});
+
+const FAST = ['--first-poll', '0.5', '--poll-interval', '0.5', '--poll-cap', '1', '--no-adaptive-poll'];
+
+function cli(e: TestEnv): Record<string, string> {
+  return {
+    TEMPORAL_ADDRESS: e.address,
+    VIDBATCH_TASK_QUEUE: e.taskQueue,
+    GATEWAY_BASE_URL: e.sim.baseUrl,
+    GATEWAY_API_KEY: e.sim.apiKey,
+  };
+}
+
+const run = (e: TestEnv, args: string[]) => vidbatch(['run', ...args, ...FAST], { cwd: e.dir, env: cli(e) });
+const runInBackground = (e: TestEnv, args: string[]) =>
+  background(['run', ...args, ...FAST], { cwd: e.dir, env: cli(e) });
+const command = (e: TestEnv, args: string[]) => vidbatch(args, { cwd: e.dir, env: cli(e) });
+
+/** n prompts unique to this test (the batch id is the CSV's hash, and tests share one Temporal server). */
+async function uniqueCsv(e: TestEnv, n: number): Promise<string> {
+  const tag = randomUUID().slice(0, 8);
+  const lines = ['id,prompt'];
+  for (let i = 1; i <= n; i++) lines.push(`r${i},a lighthouse in fog ${tag} ${i}`);
+  await writeFile(join(e.dir, 'u.csv'), lines.join('\n') + '\n');
+  return 'u.csv';
+}
+
+async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+const batchIdIn = (text: string) => /(batch-[0-9a-f]{16})/.exec(text)?.[1];
+
+/** The batch's manifest in the test worker's output root, or [] before the first line. */
+async function manifestRows(e: TestEnv, batchId: string) {
+  return readManifest(join(e.dir, 'out', batchId, 'manifest.jsonl')).catch(() => []);
+}
+
+/** Simulator jobs per prompt row id ("... <tag> 7" -> r7). */
+function jobsByRow(e: TestEnv): Map<string, string[]> {
+  const byRow = new Map<string, string[]>();
+  for (const job of e.sim.state.jobs.values()) {
+    const row = `r${/ (\d+)$/.exec(job.prompt)?.[1]}`;
+    byRow.set(row, [...(byRow.get(row) ?? []), job.id]);
+  }
+  return byRow;
+}
+
+function output(r: CliRun): string {
+  return r.stdout + r.stderr;
+}
+
+describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
+  it('a job answering completed without a URL, or 500 for its id, ends its row; the batch ends', async () => {
+    env = await testEnv({
+      jobSeconds: 1,
+      jobJitterSeconds: 0.3,
+      seed: 6, // 2 jobs without a URL, 2 answering 500 (the dice are rolled once per job, in order)
+      faults: { jobNoUrl: 0.15, jobError5xx: 0.15 },
+    });
+    await env.startWorker();
+    const csv = await uniqueCsv(env, 20);
+    const started = Date.now();
+    const r = await run(env, [csv, '--job-deadline', '8', '--concurrency', '20']);
+    const seconds = (Date.now() - started) / 1000;
+    const bad = env.sim.stats().jobsWithBadAnswers;
+    const noUrl = new Set(bad.no_url ?? []);
+    const error5xx = new Set(bad.error5xx ?? []);
+    const manifest = await manifestRows(env, batchIdIn(r.stdout)!);
+    const codes: Record<string, number> = {};
+    for (const row of manifest)
+      codes[row.errorCode ?? row.status] = (codes[row.errorCode ?? row.status] ?? 0) + 1;
+    console.log(
+      `bad jobs: ended in ${seconds.toFixed(1)} s, exit ${r.code}, rows ${JSON.stringify(codes)}, ` +
+        `jobs ${env.sim.stats().jobsCreated} for 20 rows (${noUrl.size} without URL, ${error5xx.size} answering 500)`,
+    );
+    expect(noUrl.size).toBeGreaterThan(0);
+    expect(error5xx.size).toBeGreaterThan(0);
+    expect(r.code).toBe(3); // some rows failed
+    expect(manifest).toHaveLength(20);
+    for (const row of manifest) {
+      if (noUrl.has(row.jobId!)) {
+        expect(row).toMatchObject({ status: 'failed', errorCode: 'no_video_url' });
+      } else if (error5xx.has(row.jobId!)) {
+        expect(row).toMatchObject({ status: 'failed', errorCode: 'deadline_exceeded' });
+        expect(row.errorMessage).toMatch(/last error: .*500/);
+      } else {
+        expect(row.status).toBe('succeeded');
+      }
+    }
+    expect(env.sim.stats().jobsCreated).toBe(20);
+    expect(r.stdout).toContain(
+      `${20 - noUrl.size - error5xx.size} succeeded, ${noUrl.size + error5xx.size} failed of 20`,
+    );
+  });
+
+  it('rows finished before a key was disabled reach manifest.jsonl while the batch is paused', async () => {
+    env = await testEnv({ jobSeconds: 3, jobJitterSeconds: 2.5, seed: 3 });
+    await env.startWorker();
+    const csv = await uniqueCsv(env, 12);
+    const p = runInBackground(env, [csv, '--concurrency', '12']);
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    const delivered = () =>
+      [...env!.sim.state.jobs.values()].filter((j) => j.resultDelivered).map((j) => j.id);
+    await until('4 finished rows', () => delivered().length >= 4);
+    const key = [...env.sim.state.keys.values()][0]!;
+    key.enabled = false;
+    await until('the batch to pause', async () =>
+      /refused the API key/.test(output(await command(env!, ['status', batchId]))),
+    );
+    const finished = delivered(); // nothing is delivered with the key disabled
+    const pausedAt = Date.now();
+    await until(
+      'every delivered row in the manifest',
+      async () => {
+        const recorded = new Set((await manifestRows(env!, batchId)).map((row) => row.jobId));
+        return finished.every((id) => recorded.has(id));
+      },
+      25_000,
+    );
+    console.log(
+      `paused batch: ${finished.length} delivered rows in manifest.jsonl ${((Date.now() - pausedAt) / 1000).toFixed(1)} s after the pause was seen`,
+    );
+    key.enabled = true;
+    const resumed = await command(env, ['resume', batchId]);
+    expect(resumed.code).toBe(0);
+    const r = await p.done;
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('12 succeeded, 0 failed of 12');
+    expect(env.sim.stats().jobsCreated).toBe(12);
+  });
+
+  it('the breaker: submits answered 504 after the job was made pause the batch; resume goes on', async () => {
+    env = await testEnv({ jobSeconds: 1, seed: 5, faults: { scope: 'submit', error504After: 1 } });
+    await env.startWorker();
+    const csv = await uniqueCsv(env, 20);
+    const p = runInBackground(env, [csv, '--concurrency', '2']);
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    await until('the breaker', async () =>
+      /5 submits in a row had an unknown outcome: paused so as not to pay for jobs vidbatch cannot see/.test(
+        output(await command(env!, ['status', batchId])),
+      ),
+    );
+    const tripped = env.sim.stats().jobsCreated;
+    await new Promise((r) => setTimeout(r, 4000));
+    const later = env.sim.stats().jobsCreated;
+    console.log(`breaker: ${tripped} jobs made before it tripped, ${later} four seconds later`);
+    expect(tripped).toBeLessThanOrEqual(5 + 2); // the count, plus the window's other submit
+    expect(later).toBe(tripped); // paused: nothing more is sent
+    env.sim.setFaults({ error504After: 0 });
+    expect((await command(env, ['resume', batchId])).code).toBe(0);
+    const r = await p.done;
+    const manifest = await manifestRows(env, batchId);
+    const unknownRows = manifest.filter((row) => (row.unknownSubmits ?? 0) > 0).length;
+    console.log(
+      `breaker: after resume ${env.sim.stats().jobsCreated} jobs for 20 rows, ${unknownRows} rows flagged`,
+    );
+    // Rows whose resend (--max-unknown-resends 1) was unknown again end submit_unknown; every other row succeeds.
+    const failed = manifest.filter((row) => row.status === 'failed');
+    for (const row of failed) expect(row).toMatchObject({ errorCode: 'submit_unknown', unknownSubmits: 2 });
+    expect(manifest).toHaveLength(20);
+    // Every job beyond one per row belongs to a row flagged with an unknown outcome.
+    expect(env.sim.stats().jobsCreated).toBeLessThanOrEqual(20 + unknownRows);
+    expect(r.stdout).toContain(`${20 - failed.length} succeeded, ${failed.length} failed of 20`);
+  });
+
+  it('an unreachable gateway pauses the batch with the reason, and it goes on by itself', async () => {
+    env = await testEnv({ jobSeconds: 1, seed: 7 });
+    await env.startWorker();
+    const csv = await uniqueCsv(env, 8);
+    env.sim.refuseConnections(15_000);
+    const p = runInBackground(env, [csv, '--concurrency', '3', '--unreachable-pause', '3']);
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    await until('the unreachable pause', async () =>
+      /gateway unreachable since \d\d:\d\d UTC: .*(ECONNREFUSED|refused)/i.test(
+        output(await command(env!, ['status', batchId])),
+      ),
+    );
+    expect(env.sim.stats().jobsCreated).toBe(0);
+    const r = await p.done;
+    console.log(
+      `unreachable: ${output(r).match(/PAUSED: gateway unreachable[^\n]*/)?.[0] ?? '(pause not printed)'}`,
+    );
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('8 succeeded, 0 failed of 8');
+    expect(env.sim.stats().jobsCreated).toBe(8);
+  });
+
+  it('a re-run after --on-unknown-submit fail and cancel pays for no row twice', async () => {
+    env = await testEnv({
+      jobSeconds: 4,
+      jobJitterSeconds: 1,
+      seed: 9,
+      faults: { scope: 'submit', error502After: 0.3 },
+    });
+    await env.startWorker();
+    const csv = await uniqueCsv(env, 20);
+    const p = runInBackground(env, [csv, '--concurrency', '8', '--on-unknown-submit', 'fail']);
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    await until('a row failed submit_unknown', async () =>
+      (await manifestRows(env!, batchId)).some((row) => row.errorCode === 'submit_unknown'),
+    );
+    expect((await command(env, ['cancel', batchId])).code).toBe(0);
+    await p.done;
+    const kept = (await manifestRows(env, batchId)).filter((row) => row.errorCode === 'submit_unknown');
+    env.sim.setFaults({ error502After: 0 });
+    const again = await run(env, [csv, '--concurrency', '8']);
+    const perRow = jobsByRow(env);
+    const twice = [...perRow].filter(([, jobs]) => jobs.length > 1).map(([row]) => row);
+    console.log(
+      `re-run: ${env.sim.stats().jobsCreated} jobs for 20 rows, ${kept.length} rows kept as submit_unknown, rows billed twice: ${twice.length}; exit ${again.code}`,
+    );
+    expect(kept.length).toBeGreaterThan(0);
+    expect(twice).toEqual([]);
+    expect(env.sim.stats().jobsCreated).toBe(20);
+    // The kept rows stay failed (retry-failed --code submit_unknown re-sends them deliberately).
+    expect(again.code).toBe(3);
+    expect(again.stdout).toContain(`${20 - kept.length} succeeded, ${kept.length} failed of 20`);
+    const last = await readFile(join(env.dir, 'out', batchId, 'manifest.jsonl'), 'utf8');
+    expect(last.split('\n').filter((l) => l.includes('"submit_unknown"')).length).toBe(kept.length);
+  });
+});
