@@ -91,12 +91,12 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   // Issue 17: finished rows reach the manifest within RESULT_GROUP_MS whatever else happens (a timer), the
   // batch's own activities have bounded retries and pause the batch with the reason when they run out.
   const unattended = spendSafety && patched(PATCH_UNATTENDED);
-  const record = unattended
-    ? proxyActivities<Activities>({
-        startToCloseTimeout: options.activityTimeoutMs,
-        retry: RETRY_POLICIES.batchBounded,
-      }).recordResults
-    : recordResults;
+  const bounded = proxyActivities<Activities>({
+    startToCloseTimeout: options.activityTimeoutMs,
+    retry: RETRY_POLICIES.batchBounded,
+  });
+  const record = unattended ? bounded.recordResults : recordResults;
+  const read = unattended ? bounded.readRows : readRows;
   const recorder = new ResultRecorder(
     (results, summary) =>
       record.executeWithOptions({ summary }, [{ batchId, outDir: options.outDir, results }]),
@@ -151,7 +151,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
 
   try {
     const readPage = (offset: number) =>
-      readRows.executeWithOptions(
+      read.executeWithOptions(
         { summary: `read rows ${offset + 1}-${Math.min(totalRows, offset + options.pageSize)}` },
         [
           {
