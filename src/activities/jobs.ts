@@ -38,6 +38,8 @@ export interface SubmitInput {
   outDir?: string;
   /** When the prompt was last unblocked (or started): lifts a local key refusal older than that. */
   unblockedAt?: number;
+  /** The batch whose Idempotency-Key the row carries (retry-failed: the original batch); default `batchId`. */
+  keyBatchId?: string;
   /**
    * Issue 17: when nothing could be sent (connection refused, DNS) for this long since the first attempt, the
    * submit ends as GatewayUnreachable so the batch can pause with the reason. Absent: retried for ever.
@@ -177,7 +179,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
       const { attempt } = ctx.info;
       const heartbeat = ctx.info.heartbeatDetails as SubmitHeartbeat | undefined;
       const { batchId, row } = input;
-      const key = idempotencyKey(batchId, row.id, input.generation);
+      const key = idempotencyKey(input.keyBatchId ?? batchId, row.id, input.generation);
       if (heartbeat?.sending) {
         // The previous attempt crashed or timed out mid-POST: sending again here would be a silent resend.
         count('vidbatch_submit_unknown', { cause: 'attempt_ended_while_sending' });

@@ -16,6 +16,7 @@ import {
 import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
 import { failedRowsCsv } from '../results/export';
 import { findManifest } from './batch-status';
+import { previousInput, waitForTerminatedSubmits } from './rerun';
 import { batchWorkflow } from '../workflows';
 import type { Session } from './session';
 
@@ -102,6 +103,10 @@ export async function startBatch(
   // ones recorded: rows that succeeded are not submitted, known jobs are checked); running or completed ones
   // are attached to.
   const attached = !!previous && ['RUNNING', 'COMPLETED', 'CONTINUED_AS_NEW'].includes(previous.status.name);
+  if (previous && !attached) {
+    const before = await previousInput(session.client, batchId);
+    await waitForTerminatedSubmits(session.client, batchId, previous, before?.options.submitTimeoutMs);
+  }
   try {
     const handle = await session.client.workflow.start(batchWorkflow, {
       workflowId: batchId,

@@ -231,6 +231,8 @@ export interface PriorOutcome {
   errorCode?: string;
   /** The row's latest known job: checked at the gateway before paying again. */
   jobId?: string;
+  /** The key generation of that job (absent in folds from before issue 17: `generation`). */
+  jobGeneration?: number;
   url?: string;
   /** Highest key generation used for the row so far (0 when none is known). */
   generation: number;
@@ -316,6 +318,8 @@ export interface PromptInput {
   unreachablePauseMs?: number;
   /** Issue 17: unknown submit outcomes earlier runs had for this row (they count against the resend bound). */
   priorUnknownSubmits?: number;
+  /** Issue 17, retry-failed: the original batch's id, so a re-sent row carries the original Idempotency-Key. */
+  keyBatchId?: string;
 }
 
 /** A verified download of a finished video. */

@@ -69,7 +69,7 @@ export class PriorFold {
     return {
       ...(withStatus && row.status ? { status: row.status } : {}),
       ...(withStatus && row.errorCode ? { errorCode: row.errorCode } : {}),
-      ...(row.jobId ? { jobId: row.jobId } : {}),
+      ...(row.jobId ? { jobId: row.jobId, jobGeneration: row.jobGeneration } : {}),
       ...(withStatus && row.url ? { url: row.url } : {}),
       generation: row.generation,
       ...(unknownSubmits ? { unknownSubmits } : {}),
@@ -115,7 +115,11 @@ export function mergePrior(own?: PriorOutcome, original?: PriorOutcome): PriorOu
   return {
     ...original,
     ...own,
-    ...(own.jobId || original.jobId ? { jobId: own.jobId ?? original.jobId } : {}),
+    ...(own.jobId
+      ? { jobId: own.jobId, jobGeneration: own.jobGeneration }
+      : original.jobId
+        ? { jobId: original.jobId, jobGeneration: original.jobGeneration }
+        : {}),
     generation: Math.max(own.generation, original.generation),
     ...(own.unknownSubmits || original.unknownSubmits
       ? { unknownSubmits: Math.max(own.unknownSubmits ?? 0, original.unknownSubmits ?? 0) }

@@ -272,8 +272,12 @@ function pauseWhileUnreadable(
 }
 
 /** What the prompt of a row with a prior outcome needs: the job to check first, and the key generation. */
-function priorArgs(prior: PriorOutcome | undefined) {
+function priorArgs(prior: PriorOutcome | undefined, unattended: boolean) {
   if (!prior) return {};
+  // Issue 17: a newer generation than the known job's had only unknown outcomes: reuse it, never skip it (a
+  // gateway that honours keys then returns the job that generation may have made).
+  if (unattended && prior.jobId && prior.generation > (prior.jobGeneration ?? prior.generation))
+    return { knownJobId: prior.jobId, keyGeneration: prior.generation };
   // A known job is checked before paying again; a new submit then needs a key the gateway has not seen (it
   // would replay the failed or gone job). Without a job id the same key goes again: a gateway that honours
   // it returns the job an unknown outcome may have made.
@@ -300,8 +304,9 @@ function startPrompt(
         jobDeadlineMs: options.jobDeadlineMs,
         activityTimeoutMs: options.activityTimeoutMs,
         ...(options.downloadDir ? { downloadDir: options.downloadDir } : {}),
-        ...(spendSafety ? { ...priorArgs(prior), ...promptSpendOptions(options) } : {}),
+        ...(spendSafety ? { ...priorArgs(prior, unattended), ...promptSpendOptions(options) } : {}),
         ...(unattended && prior?.unknownSubmits ? { priorUnknownSubmits: prior.unknownSubmits } : {}),
+        ...(unattended && input.retryOf ? { keyBatchId: input.retryOf } : {}),
       },
     ],
     typedSearchAttributes: [

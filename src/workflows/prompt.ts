@@ -487,6 +487,7 @@ async function submitSpendSafe(
             generation: spend.generation,
             ...(prompt.input.outDir ? { outDir: prompt.input.outDir } : {}),
             unblockedAt: prompt.unblockedAt,
+            ...(prompt.input.keyBatchId ? { keyBatchId: prompt.input.keyBatchId } : {}),
             ...(prompt.unattended
               ? { unreachableAfterMs: prompt.input.unreachablePauseMs ?? DEFAULT_UNREACHABLE_PAUSE_MS }
               : {}),

@@ -239,4 +239,49 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     const last = await readFile(join(env.dir, 'out', batchId, 'manifest.jsonl'), 'utf8');
     expect(last.split('\n').filter((l) => l.includes('"submit_unknown"')).length).toBe(kept.length);
   });
+
+  it('retry-failed re-sends a submit_unknown row with the original Idempotency-Key (no new job where it is honoured)', async () => {
+    env = await testEnv({
+      jobSeconds: 1,
+      seed: 9,
+      idempotency: true,
+      faults: { scope: 'submit', error502After: 0.3 },
+    });
+    await env.startWorker();
+    const csv = await uniqueCsv(env, 12);
+    const first = await run(env, [csv, '--on-unknown-submit', 'fail']);
+    const batchId = batchIdIn(first.stdout)!;
+    const unknown = (await manifestRows(env, batchId)).filter((row) => row.errorCode === 'submit_unknown');
+    expect(unknown.length).toBeGreaterThan(0);
+    env.sim.setFaults({ error502After: 0 });
+    const jobsBefore = env.sim.stats().jobsCreated;
+    const retry = await command(env, ['retry-failed', batchId, '--code', 'submit_unknown', ...FAST]);
+    const stats = env.sim.stats();
+    console.log(
+      `retry-failed: ${unknown.length} rows re-sent, ${stats.jobsCreated - jobsBefore} new jobs, ${stats.idempotentReplays} replayed by key; exit ${retry.code}`,
+    );
+    expect(retry.code).toBe(0);
+    expect(retry.stdout).toContain(`${unknown.length} succeeded, 0 failed of ${unknown.length}`);
+    expect(stats.jobsCreated).toBe(jobsBefore); // the gateway answered with the jobs the lost answers were about
+    expect(stats.idempotentReplays).toBe(unknown.length);
+  });
+
+  it('a batch terminated while submits were on the wire is re-run only after they recorded their jobs', async () => {
+    // Every submit is answered 5 s after the job was made.
+    env = await testEnv({ jobSeconds: 1, seed: 4, faults: { scope: 'submit', slow: 1, slowMs: 5000 } });
+    await env.startWorker({ submitTimeoutMs: 20_000 }); // the worker waits for the late answers
+    const csv = await uniqueCsv(env, 6);
+    const p = runInBackground(env, [csv, '--concurrency', '6', '--submit-timeout', '12']);
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    await until('6 jobs made, their answers on the way', () => env!.sim.stats().jobsCreated === 6);
+    await env.client.workflow.getHandle(batchId).terminate('test: terminated with submits on the wire');
+    await p.done;
+    env.sim.setFaults({ slow: 0 });
+    const again = await run(env, [csv, '--concurrency', '6']);
+    console.log(`terminated re-run: ${env.sim.stats().jobsCreated} jobs for 6 rows; exit ${again.code}`);
+    expect(output(again)).toMatch(/was terminated \d+ s ago with \d+ row\(s\) submitting: waiting \d+ s/);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain('6 succeeded, 0 failed of 6');
+    expect(env.sim.stats().jobsCreated).toBe(6);
+  });
 });
