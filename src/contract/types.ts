@@ -179,6 +179,8 @@ export interface BatchCarry {
   pauseKind?: PauseKind;
   /** Submits in a row with an unknown outcome (the breaker's count). */
   unknownInARow?: number;
+  /** Issue 17: POSTs over the batch's whole life, as far as it knows (earlier runs' journal lines, reports). */
+  posts?: number;
 }
 
 /**
@@ -238,6 +240,8 @@ export interface PriorOutcome {
   generation: number;
   /** Submits with an unknown outcome so far. */
   unknownSubmits?: number;
+  /** POSTs this batch's earlier runs made for the row (the jobs journal's lines): --max-submissions counts them. */
+  posts?: number;
   /** Not filled by readRows (the payload would double); kept for callers that have it. */
   result?: PromptResult;
 }

@@ -18,6 +18,8 @@ interface RowPrior {
   /** Unknown outcomes as the manifest's final state counts them, and as the journal does. */
   manifestUnknown: number;
   journalUnknown: number;
+  /** Journal lines: every POST that made (or may have made) a job. */
+  posts: number;
 }
 
 /** Folds manifest records and journal entries into one prior outcome per row. */
@@ -27,7 +29,7 @@ export class PriorFold {
   private row(rowId: string): RowPrior {
     let row = this.rows.get(rowId);
     if (!row) {
-      row = { jobGeneration: -1, generation: 0, manifestUnknown: 0, journalUnknown: 0 };
+      row = { jobGeneration: -1, generation: 0, manifestUnknown: 0, journalUnknown: 0, posts: 0 };
       this.rows.set(rowId, row);
     }
     return row;
@@ -59,6 +61,7 @@ export class PriorFold {
       row.jobGeneration = e.generation;
     }
     if (e.unknown) row.journalUnknown += 1;
+    if (e.unknown || e.jobId) row.posts += 1;
   }
 
   /** What is known of a row; `withStatus` false leaves out its final state (another batch's folder). */
@@ -73,6 +76,7 @@ export class PriorFold {
       ...(withStatus && row.url ? { url: row.url } : {}),
       generation: row.generation,
       ...(unknownSubmits ? { unknownSubmits } : {}),
+      ...(row.posts ? { posts: row.posts } : {}),
     };
   }
 }
@@ -121,6 +125,8 @@ export function mergePrior(own?: PriorOutcome, original?: PriorOutcome): PriorOu
         ? { jobId: original.jobId, jobGeneration: original.jobGeneration }
         : {}),
     generation: Math.max(own.generation, original.generation),
+    // The spend cap is the batch's own: the original batch's POSTs are not this one's.
+    posts: own.posts,
     ...(own.unknownSubmits || original.unknownSubmits
       ? { unknownSubmits: Math.max(own.unknownSubmits ?? 0, original.unknownSubmits ?? 0) }
       : {}),

@@ -40,6 +40,13 @@ export class BatchState {
   pauseKind: PauseKind | null;
   /** Submits in a row whose outcome was unknown (reset by one that brought a job id, and by resume). */
   unknownInARow: number;
+  /**
+   * Patch `unattended`: --max-submissions counts POSTs over the batch's whole life: earlier runs' (from the
+   * rows' prior outcomes), this run's as prompts report them, and one for each prompt yet to send its first.
+   */
+  countPosts = false;
+  private posts: number;
+  private readonly awaitingPost = new Set<string>();
   /** Epoch ms until which no new prompt starts after a 429. */
   gateUntil: number;
   manifestPath: string;
@@ -86,6 +93,7 @@ export class BatchState {
     this.pausedReason = carry.pausedReason;
     this.pauseKind = carry.pausedReason ? (carry.pauseKind ?? 'operator') : null;
     this.unknownInARow = carry.unknownInARow ?? 0;
+    this.posts = carry.posts ?? 0;
     this.gateUntil = carry.gateUntil;
     this.manifestPath = carry.manifestPath;
     this.stoppedReason = carry.stoppedReason ?? null;
@@ -181,6 +189,10 @@ export class BatchState {
   submitOutcome(report: PromptSubmitOutcome, now: number): void {
     const { rowId } = report;
     if (!this.inFlight.has(rowId)) return;
+    if (report.outcome !== 'unreachable') {
+      this.posts += 1;
+      this.awaitingPost.delete(rowId);
+    }
     if (report.outcome === 'sent') {
       this.unknownInARow = 0;
       if (this.pauseKind === 'unreachable') this.resume();
@@ -279,12 +291,10 @@ export class BatchState {
       failed / finishedRows > maxFailureRate
     ) {
       this.stop(`${failed} of ${finishedRows} finished rows failed (--max-failure-rate ${maxFailureRate})`);
-    } else if (
-      maxSubmissions !== undefined &&
-      this.nextRow - this.skipped >= maxSubmissions &&
-      this.nextRow < this.totalRows
-    ) {
-      this.stop(`${this.nextRow - this.skipped} jobs submitted (--max-submissions ${maxSubmissions})`);
+    } else if (maxSubmissions !== undefined && this.nextRow < this.totalRows) {
+      const submitted = this.countPosts ? this.posts + this.awaitingPost.size : this.nextRow - this.skipped;
+      if (submitted >= maxSubmissions)
+        this.stop(`${submitted} jobs submitted (--max-submissions ${maxSubmissions})`);
     }
   }
 
@@ -292,6 +302,9 @@ export class BatchState {
   started(rowId: string, prior?: PriorOutcome): void {
     this.inFlight.add(rowId);
     if (prior?.unknownSubmits) this.priorUnknown.add(rowId);
+    this.posts += prior?.posts ?? 0;
+    // A row with a known job checks it first: it sends a POST only if it reports one.
+    if (!prior?.jobId) this.awaitingPost.add(rowId);
     this.nextRow += 1;
     this.startedThisRun += 1;
     this.checkGuardRails();
@@ -299,6 +312,7 @@ export class BatchState {
 
   /** The next row already succeeded in an earlier run: counted as succeeded, no prompt, not recorded again. */
   skip(prior: PriorOutcome): void {
+    this.posts += prior.posts ?? 0;
     this.nextRow += 1;
     this.skipped += 1;
     this.counts.succeeded += 1;
@@ -307,7 +321,8 @@ export class BatchState {
   }
 
   /** The next row ended `submit_unknown` in an earlier run: counted as failed again, not re-sent. */
-  skipUnknown(): void {
+  skipUnknown(prior: PriorOutcome): void {
+    this.posts += prior.posts ?? 0;
     this.nextRow += 1;
     this.counts.failed += 1;
     this.unknownSubmitRows += 1;
@@ -317,6 +332,7 @@ export class BatchState {
   /** A prompt ended; the workflow records its result after this. */
   finished(result: PromptResult): void {
     this.inFlight.delete(result.rowId);
+    this.awaitingPost.delete(result.rowId);
     this.blocked.delete(result.rowId);
     this.rateLimited.delete(result.rowId);
     if (this.priorUnknown.delete(result.rowId) || (result.unknownSubmits ?? 0) > 0)
@@ -359,6 +375,7 @@ export class BatchState {
       pausedReason: this.pausedReason,
       ...(this.pauseKind ? { pauseKind: this.pauseKind } : {}),
       ...(this.unknownInARow ? { unknownInARow: this.unknownInARow } : {}),
+      ...(this.countPosts ? { posts: this.posts } : {}),
       gateUntil: this.gateUntil,
       manifestPath: this.manifestPath,
       runs: this.runs + 1,

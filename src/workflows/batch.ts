@@ -91,6 +91,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   // Issue 17: finished rows reach the manifest within RESULT_GROUP_MS whatever else happens (a timer), the
   // batch's own activities have bounded retries and pause the batch with the reason when they run out.
   const unattended = spendSafety && patched(PATCH_UNATTENDED);
+  state.countPosts = unattended;
   const bounded = proxyActivities<Activities>({
     startToCloseTimeout: options.activityTimeoutMs,
     retry: RETRY_POLICIES.batchBounded,
@@ -127,7 +128,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     }
     if (unattended && keptUnknown(input, prior)) {
       // Its outcome stayed unknown (it may be billed): only `retry-failed --code submit_unknown` re-sends it.
-      state.skipUnknown();
+      state.skipUnknown(prior!);
       return;
     }
     state.started(row.id, prior);

@@ -284,4 +284,22 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     expect(again.stdout).toContain('6 succeeded, 0 failed of 6');
     expect(env.sim.stats().jobsCreated).toBe(6);
   });
+
+  it('--max-submissions caps the POSTs of the batch whole life, across a cancel and a re-run', async () => {
+    env = await testEnv({ jobSeconds: 1, jobJitterSeconds: 0.2, seed: 2 });
+    await env.startWorker();
+    const csv = await uniqueCsv(env, 10);
+    const p = runInBackground(env, [csv, '--concurrency', '1', '--max-submissions', '6']);
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    await until('3 rows finished', async () => (await manifestRows(env!, batchId)).length >= 3);
+    expect((await command(env, ['cancel', batchId])).code).toBe(0);
+    await p.done;
+    const first = env.sim.stats().jobsCreated;
+    const again = await run(env, [csv, '--concurrency', '1', '--max-submissions', '6']);
+    console.log(
+      `spend cap: ${first} jobs before the cancel, ${env.sim.stats().jobsCreated} in all; exit ${again.code}`,
+    );
+    expect(again.stdout).toMatch(/Stopped early: 6 jobs submitted \(--max-submissions 6\)/);
+    expect(env.sim.stats().jobsCreated).toBe(6);
+  });
 });

@@ -293,8 +293,21 @@ describe('BatchState', () => {
 
   it('a row an earlier run ended submit_unknown is counted failed, not started', () => {
     const { state } = batch({ maxFailures: 1 }, 3);
-    state.skipUnknown();
+    state.skipUnknown({ status: 'failed', errorCode: 'submit_unknown', generation: 0, posts: 1 });
     expect(state.progress(0)).toMatchObject({ started: 1, inFlight: 0, failed: 1, unknownSubmitRows: 1 });
     expect(state.stoppedReason).toBeNull(); // an earlier run's failure does not trip this run's guard rail
+  });
+
+  it('--max-submissions counts POSTs over the batch life: earlier runs, resends, first submits to come', () => {
+    const { state } = batch({ maxSubmissions: 5 }, 10);
+    state.countPosts = true;
+    state.skip({ status: 'succeeded', generation: 0, posts: 2 }); // an earlier run's submit and resend
+    state.started('b', { generation: 0, jobId: 'vid_b', posts: 1 }); // checks its job first: no POST yet
+    state.started('c'); // will POST: 2 + 1 + 1
+    expect(state.stoppedReason).toBeNull();
+    state.submitOutcome({ rowId: 'c', outcome: 'unknown', waiting: true }, 0);
+    state.submitOutcome({ rowId: 'c', outcome: 'sent' }, 0); // its resend is one more
+    state.finished(result('b', 'succeeded'));
+    expect(state.stoppedReason).toBe('5 jobs submitted (--max-submissions 5)');
   });
 });

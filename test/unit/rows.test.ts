@@ -73,8 +73,8 @@ describe('readRows', () => {
     expect(prior).toEqual({
       r0: { status: 'succeeded', jobId: 'vid_0', url: 'http://x/0.mp4', generation: 0, jobGeneration: 0 },
       r1: { status: 'succeeded', jobId: 'vid_1', url: 'http://x/1.mp4', generation: 0, jobGeneration: 0 },
-      r2: { status: 'failed', errorCode: 'cancelled', generation: 0, unknownSubmits: 1 },
-      r3: { jobId: 'vid_3b', generation: 1, jobGeneration: 1 },
+      r2: { status: 'failed', errorCode: 'cancelled', generation: 0, unknownSubmits: 1, posts: 1 },
+      r3: { jobId: 'vid_3b', generation: 1, jobGeneration: 1, posts: 2 },
       // another batch's final state is not this batch's: only its job is known
       r4: { jobId: 'vid_4', generation: 0, jobGeneration: 0 },
       r5: undefined,
@@ -87,7 +87,12 @@ describe('readRows', () => {
     const prior = new FolderPrior(out);
     expect((await prior.refresh()).get('r0')).toBeUndefined();
     await appendJournal(out, { rowId: 'r0', jobId: 'vid_0', generation: 0, at });
-    expect((await prior.refresh()).get('r0')).toEqual({ jobId: 'vid_0', generation: 0, jobGeneration: 0 });
+    expect((await prior.refresh()).get('r0')).toEqual({
+      jobId: 'vid_0',
+      generation: 0,
+      jobGeneration: 0,
+      posts: 1,
+    });
     await appendResults(out, [result('r0', { status: 'succeeded', jobId: 'vid_0', url: 'u' })]);
     expect((await prior.refresh()).get('r0')).toMatchObject({ status: 'succeeded', url: 'u' });
   });
