@@ -140,6 +140,16 @@ function positiveNumber(value: string): number {
   return n;
 }
 
+/**
+ * The options given on the command line or in the environment, without commander's defaults: a re-run of a
+ * batch keeps the batch's own options, and only what the user gave again may change them (startBatch).
+ */
+export function givenOptions(command: Command, o: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(o).filter(([name]) => command.getOptionValueSource(name) !== 'default'),
+  );
+}
+
 /** The batch options the shared flags set; unset flags leave the defaults. */
 export function scheduleAndSpendOptions(o: Record<string, unknown>): StartBatchOptions {
   const poll: StartBatchOptions['poll'] = {};
@@ -150,8 +160,8 @@ export function scheduleAndSpendOptions(o: Record<string, unknown>): StartBatchO
   if (o.pollJitter !== undefined) poll.jitter = o.pollJitter as number;
   if (o.adaptivePoll === false) poll.adaptive = false;
   return {
-    concurrency: o.concurrency as number,
-    jobDeadlineMs: o.jobDeadline as number,
+    concurrency: o.concurrency as number | undefined,
+    jobDeadlineMs: o.jobDeadline as number | undefined,
     poll,
     ...(o.onUnknownSubmit !== undefined ? { onUnknownSubmit: o.onUnknownSubmit as 'resend' | 'fail' } : {}),
     ...(o.maxUnknownResends !== undefined ? { maxUnknownResends: o.maxUnknownResends as number } : {}),

@@ -60,6 +60,19 @@ function definedOnly<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
+/** "concurrency 3 -> 5"-style differences between a batch's options and those of its re-run. */
+function changedOptions(before: BatchOptions, after: BatchOptions): string[] {
+  const flat = (o: BatchOptions): Record<string, unknown> => {
+    const { poll, ...rest } = o;
+    return { ...rest, ...Object.fromEntries(Object.entries(poll).map(([k, v]) => [`poll.${k}`, v])) };
+  };
+  const a = flat(before);
+  const b = flat(after);
+  return [...new Set([...Object.keys(a), ...Object.keys(b)])]
+    .filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k]))
+    .map((k) => `${k} ${JSON.stringify(a[k]) ?? 'unset'} -> ${JSON.stringify(b[k]) ?? 'unset'}`);
+}
+
 export interface StartedBatch {
   handle: WorkflowHandle<typeof batchWorkflow>;
   batchId: string;
@@ -75,17 +88,37 @@ export async function startBatch(
   options: StartBatchOptions = {},
   /** The file already parsed and validated by the caller, so it is not read twice. */
   parsed?: ParsedCsv,
+  log: (message: string) => void = (m) => console.error(m),
 ): Promise<StartedBatch> {
   const csv = parsed ?? (await loadValidCsv(csvPath));
   const batchId = batchIdFor(csv);
   const { retryOf, priorOutDir, ...rest } = options;
+  const previous = await session.client.workflow
+    .getHandle(batchId)
+    .describe()
+    .catch(() => undefined);
+  // Failed, cancelled or terminated batches may be started again (the new run continues from what the earlier
+  // ones recorded: rows that succeeded are not submitted, known jobs are checked); running or completed ones
+  // are attached to.
+  const attached = !!previous && ['RUNNING', 'COMPLETED', 'CONTINUED_AS_NEW'].includes(previous.status.name);
+  const before = previous && !attached ? await previousInput(session.client, batchId) : undefined;
+  // A re-run keeps the batch's own options; what was given again and differs is applied, and said.
+  const base = before?.options ?? DEFAULT_BATCH_OPTIONS;
   const batchOptions: BatchOptions = {
-    ...DEFAULT_BATCH_OPTIONS,
+    ...base,
     ...definedOnly(rest),
-    poll: { ...DEFAULT_BATCH_OPTIONS.poll, ...definedOnly(options.poll ?? {}) },
+    poll: { ...base.poll, ...definedOnly(options.poll ?? {}) },
     ...(options.outDir ? { outDir: batchDir(options.outDir, batchId) } : {}),
     ...(options.downloadDir ? { downloadDir: batchDir(options.downloadDir, batchId) } : {}),
   };
+  if (before) {
+    const changed = changedOptions(before.options, batchOptions);
+    log(
+      `${batchId} was ${previous!.status.name.toLowerCase()}: running it again with its own options` +
+        (changed.length ? `, except ${changed.join(', ')} (given again)` : ''),
+    );
+    await waitForTerminatedSubmits(session.client, batchId, previous!, before.options.submitTimeoutMs, log);
+  }
   const input: BatchInput = {
     batchId,
     csvPath: resolve(csvPath),
@@ -95,18 +128,6 @@ export async function startBatch(
     ...(retryOf ? { retryOf } : {}),
     ...(priorOutDir ? { priorOutDir: resolve(priorOutDir) } : {}),
   };
-  const previous = await session.client.workflow
-    .getHandle(batchId)
-    .describe()
-    .catch(() => undefined);
-  // Failed, cancelled or terminated batches may be started again (the new run continues from what the earlier
-  // ones recorded: rows that succeeded are not submitted, known jobs are checked); running or completed ones
-  // are attached to.
-  const attached = !!previous && ['RUNNING', 'COMPLETED', 'CONTINUED_AS_NEW'].includes(previous.status.name);
-  if (previous && !attached) {
-    const before = await previousInput(session.client, batchId);
-    await waitForTerminatedSubmits(session.client, batchId, previous, before?.options.submitTimeoutMs);
-  }
   try {
     const handle = await session.client.workflow.start(batchWorkflow, {
       workflowId: batchId,

@@ -66,7 +66,9 @@ describe('batch workflow on the real dev server and simulator', () => {
     for (const id of prompts) events += await historyEvents(env.client, id);
     const perPrompt = events / 12;
     console.log(`history events per prompt (batch share included): ${perPrompt.toFixed(1)}`);
-    expect(perPrompt).toBeLessThan(45);
+    // Issue 17 added about 4 per prompt: one signal per submit to the batch (the unknown-outcome breaker and the
+    // unreachable pause count them) and the results flush timer.
+    expect(perPrompt).toBeLessThan(50);
   });
 
   it('ends permanent failures as failed with the gateway code and message, without retrying them', async () => {

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { previousInput } from '../../src/client/rerun';
 import { readManifest } from '../../src/results/manifest';
 import { background, vidbatch, type CliRun } from './cli-helpers';
 import { testEnv, type TestEnv } from './helpers';
@@ -224,7 +225,15 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     await p.done;
     const kept = (await manifestRows(env, batchId)).filter((row) => row.errorCode === 'submit_unknown');
     env.sim.setFaults({ error502After: 0 });
-    const again = await run(env, [csv, '--concurrency', '8']);
+    // No policy flag this time: the batch's own (--on-unknown-submit fail) is kept; the window given again applies.
+    const again = await run(env, [csv, '--concurrency', '6']);
+    expect(output(again)).toContain(
+      `${batchId} was canceled: running it again with its own options, except concurrency 8 -> 6 (given again)`,
+    );
+    expect((await previousInput(env.client, batchId))?.options).toMatchObject({
+      onUnknownSubmit: 'fail',
+      concurrency: 6,
+    });
     const perRow = jobsByRow(env);
     const twice = [...perRow].filter(([, jobs]) => jobs.length > 1).map(([row]) => row);
     console.log(

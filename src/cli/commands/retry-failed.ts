@@ -3,7 +3,12 @@
 // TEMPORAL_ADDRESS is set; --detach needs a server that outlives the command).
 import { type Command, Option } from 'commander';
 import { resolveBatchId, retryFailed } from '../../client/batches';
-import { addScheduleFlags, addSpendSafetyFlags, scheduleAndSpendOptions } from '../batch-flags';
+import {
+  addScheduleFlags,
+  addSpendSafetyFlags,
+  givenOptions,
+  scheduleAndSpendOptions,
+} from '../batch-flags';
 import { followInTerminal, openBatchSession } from '../follow';
 import { batchArg } from '../support';
 
@@ -34,7 +39,8 @@ export function registerRetryFailedCommand(program: Command): void {
       'start the new batch and exit; needs TEMPORAL_ADDRESS or a running `vidbatch server`, and workers',
     )
     .option('--json', 'print the final result as JSON')
-    .action(async (ref: string, o: Record<string, unknown>) => {
+    .action(async (ref: string, all: Record<string, unknown>, cmd: Command) => {
+      const o: Record<string, unknown> = { ...givenOptions(cmd, all), outRoot: all.outRoot };
       const batchId = await resolveBatchId(ref);
       const code = o.code as string | undefined;
       const outRoot = o.outRoot as string;

@@ -9,7 +9,12 @@ import { CsvValidationError } from '../../errors';
 import { loadCsv } from '../../input/csv';
 import { plan } from '../../input/plan';
 import { followInTerminal, openBatchSession } from '../follow';
-import { addScheduleFlags, addSpendSafetyFlags, scheduleAndSpendOptions } from '../batch-flags';
+import {
+  addScheduleFlags,
+  addSpendSafetyFlags,
+  givenOptions,
+  scheduleAndSpendOptions,
+} from '../batch-flags';
 import { fail, fraction, nonNegative, seconds, wholeNumber } from '../support';
 
 export function registerRunCommand(program: Command): void {
@@ -94,7 +99,9 @@ export function registerRunCommand(program: Command): void {
       'start (or find) the batch and exit without following it; needs TEMPORAL_ADDRESS or a running `vidbatch server`, and workers (`vidbatch worker`)',
     )
     .option('--json', 'print the final result as JSON')
-    .action((csvPath: string, o: Record<string, unknown>) => run(csvPath, o));
+    .action((csvPath: string, o: Record<string, unknown>, cmd: Command) =>
+      run(csvPath, givenOptions(cmd, o)),
+    );
 }
 
 async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
@@ -138,13 +145,13 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
   }
 }
 
-/** The batch options the flags set; unset flags leave the defaults. */
+/** The batch options the flags set; unset flags leave the defaults (or, on a re-run, the batch's own). */
 function batchOptionsFrom(o: Record<string, unknown>): StartBatchOptions {
   return {
     ...scheduleAndSpendOptions(o),
-    activityTimeoutMs: o.activityTimeout as number,
-    pageSize: o.pageSize as number,
-    promptsPerRun: o.promptsPerRun as number,
+    activityTimeoutMs: o.activityTimeout as number | undefined,
+    pageSize: o.pageSize as number | undefined,
+    promptsPerRun: o.promptsPerRun as number | undefined,
     ...(o.out ? { outDir: o.out as string } : {}),
     ...(o.download ? { downloadDir: resolve(o.download as string) } : {}),
     maxFailures: o.maxFailures as number | undefined,
