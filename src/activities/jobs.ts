@@ -23,7 +23,7 @@ import {
   PacerBusyError,
   RateLimitError,
 } from '../gateway/errors';
-import { appendJournal, type JournalEntry } from '../results/jobs-journal';
+import { appendJournal, readJournal, type JournalEntry } from '../results/jobs-journal';
 import { allowedPath, type PathRoots } from './paths';
 import { LatencyTracker } from './latency';
 import { nextCheck } from './poll-schedule';
@@ -40,6 +40,8 @@ export interface SubmitInput {
   unblockedAt?: number;
   /** The batch whose Idempotency-Key the row carries (retry-failed: the original batch); default `batchId`. */
   keyBatchId?: string;
+  /** Issue 17: a resend after an unknown outcome; the jobs journal is read for a job under this key first. */
+  afterUnknown?: boolean;
   /**
    * Issue 17: when nothing could be sent (connection refused, DNS) for this long since the first attempt, the
    * submit ends as GatewayUnreachable so the batch can pause with the reason. Absent: retried for ever.
@@ -172,6 +174,22 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
     }
   };
 
+  /**
+   * The job the journal holds for this row and key generation, if any: an attempt that crashed after the answer
+   * came (and was journalled) but before the activity completed leaves its job only there.
+   */
+  const journalled = async (input: SubmitInput): Promise<string | undefined> => {
+    try {
+      const dir = await allowedPath(input.outDir ?? resolve(outRoot, input.batchId), 'out', roots);
+      const generation = input.generation ?? 0;
+      const entries = await readJournal(dir);
+      const mine = entries.filter((e) => e.rowId === input.row.id && e.generation === generation && e.jobId);
+      return mine.at(-1)?.jobId;
+    } catch {
+      return undefined; // no journal here: nothing known, as before
+    }
+  };
+
   return {
     async submitJob(input: SubmitInput): Promise<SubmitResult> {
       const startedAt = Date.now();
@@ -180,6 +198,13 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
       const heartbeat = ctx.info.heartbeatDetails as SubmitHeartbeat | undefined;
       const { batchId, row } = input;
       const key = idempotencyKey(input.keyBatchId ?? batchId, row.id, input.generation);
+      if (heartbeat?.sending || input.afterUnknown) {
+        const jobId = await journalled(input);
+        if (jobId) {
+          ctx.log.info('job found in the jobs journal; not sending again', { rowId: row.id, jobId });
+          return { jobId, submittedAt: Date.now(), attempts: attempt };
+        }
+      }
       if (heartbeat?.sending) {
         // The previous attempt crashed or timed out mid-POST: sending again here would be a silent resend.
         count('vidbatch_submit_unknown', { cause: 'attempt_ended_while_sending' });

@@ -488,6 +488,7 @@ async function submitSpendSafe(
             ...(prompt.input.outDir ? { outDir: prompt.input.outDir } : {}),
             unblockedAt: prompt.unblockedAt,
             ...(prompt.input.keyBatchId ? { keyBatchId: prompt.input.keyBatchId } : {}),
+            ...(prompt.unattended && spend.unknownSubmits > 0 ? { afterUnknown: true } : {}),
             ...(prompt.unattended
               ? { unreachableAfterMs: prompt.input.unreachablePauseMs ?? DEFAULT_UNREACHABLE_PAUSE_MS }
               : {}),

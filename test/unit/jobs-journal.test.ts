@@ -2,6 +2,10 @@ import { appendFile, mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createJobActivities, type SubmitInput } from '../../src/activities/jobs';
+import type { SubmitResult } from '../../src/contract/types';
+import { GatewayClient } from '../../src/gateway/client';
 import { appendJournal, journalPath, readJournal } from '../../src/results/jobs-journal';
 
 const at = '2030-01-01T00:00:00.000Z';
@@ -38,5 +42,36 @@ describe('jobs journal', () => {
     expect((await readJournal(dir)).map((e) => e.rowId)).toEqual(['r1']);
     await appendJournal(dir, { rowId: 'r3', jobId: 'vid_3', generation: 1, at });
     expect((await readJournal(dir)).map((e) => e.rowId)).toEqual(['r1', 'r3']);
+  });
+
+  it('a resend after an unknown outcome takes the job the journal holds for its key, and sends nothing', async () => {
+    const out = await mkdtemp(join(tmpdir(), 'vidbatch-journal-'));
+    const dir = join(out, 'batch-x');
+    await appendJournal(dir, { rowId: 'r1', unknown: true, generation: 0, at });
+    await appendJournal(dir, { rowId: 'r1', jobId: 'vid_1', generation: 0, at });
+    await appendJournal(dir, { rowId: 'r1', jobId: 'vid_other_key', generation: 1, at });
+    // Nothing listens on port 9: a POST would fail.
+    const gateway = new GatewayClient({
+      baseUrl: 'http://127.0.0.1:9/v1',
+      apiKey: () => 'sk-x',
+      timeoutMs: 500,
+    });
+    const activities = createJobActivities(gateway, out);
+    const submitJob = (input: Parameters<typeof activities.submitJob>[0]) => activities.submitJob(input);
+    const row = { id: 'r1', line: 2, prompt: 'p', model: 'm', input: { prompt: 'p' }, parameters: {} };
+    const env = new MockActivityEnvironment();
+    const found = await env.run<[SubmitInput], SubmitResult, typeof submitJob>(submitJob, {
+      batchId: 'batch-x',
+      row,
+      afterUnknown: true,
+    });
+    expect(found.jobId).toBe('vid_1');
+    const other = await env
+      .run(submitJob, { batchId: 'batch-x', row: { ...row, id: 'r2' }, afterUnknown: true })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(other).toBeInstanceOf(Error); // no job in the journal: it went on to send (and could not)
   });
 });
