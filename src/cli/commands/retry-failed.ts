@@ -3,12 +3,7 @@
 // TEMPORAL_ADDRESS is set; --detach needs a server that outlives the command).
 import { type Command, Option } from 'commander';
 import { resolveBatchId, retryFailed } from '../../client/batches';
-import {
-  addScheduleFlags,
-  addSpendSafetyFlags,
-  givenOptions,
-  scheduleAndSpendOptions,
-} from '../batch-flags';
+import { addScheduleFlags, addSpendSafetyFlags, givenOptions, scheduleAndSpendOptions } from '../batch-flags';
 import { followInTerminal, openBatchSession } from '../follow';
 import { batchArg } from '../support';
 

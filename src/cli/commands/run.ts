@@ -9,12 +9,7 @@ import { CsvValidationError } from '../../errors';
 import { loadCsv } from '../../input/csv';
 import { plan } from '../../input/plan';
 import { followInTerminal, openBatchSession } from '../follow';
-import {
-  addScheduleFlags,
-  addSpendSafetyFlags,
-  givenOptions,
-  scheduleAndSpendOptions,
-} from '../batch-flags';
+import { addScheduleFlags, addSpendSafetyFlags, givenOptions, scheduleAndSpendOptions } from '../batch-flags';
 import { fail, fraction, nonNegative, seconds, wholeNumber } from '../support';
 
 export function registerRunCommand(program: Command): void {
