@@ -157,8 +157,14 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
   // Attempts spent waiting for the pacer, per idempotency key, so a row's `attempts` counts real submissions.
   const pacedSubmits = new Map<string, number>();
 
-  /** A journal line is a record, not the submit: failing to write it must not fail (and re-send) the submit. */
-  const journal = async (input: SubmitInput, entry: Omit<JournalEntry, 'at' | 'generation'>) => {
+  /**
+   * A journal line is a record, not the submit: failing to write it must not fail (and re-send) the submit.
+   * Not silent either: the error is returned, and a row whose job is missing from the journal says so.
+   */
+  const journal = async (
+    input: SubmitInput,
+    entry: Omit<JournalEntry, 'at' | 'generation'>,
+  ): Promise<string | undefined> => {
     try {
       const dir = await allowedPath(input.outDir ?? resolve(outRoot, input.batchId), 'out', roots);
       await appendJournal(dir, {
@@ -171,7 +177,9 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         rowId: entry.rowId,
         error: String(err),
       });
+      return err instanceof Error ? err.message : String(err);
     }
+    return undefined;
   };
 
   /**
@@ -227,7 +235,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
           },
         );
         count('vidbatch_jobs_submitted');
-        await journal(input, { rowId: row.id, jobId: job.id });
+        const journalError = await journal(input, { rowId: row.id, jobId: job.id });
         const paced = pacedSubmits.get(key) ?? 0;
         pacedSubmits.delete(key);
         const firstCheckAgeMs = latency.firstCheckAge(job.id);
@@ -236,6 +244,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
           submittedAt: Date.now(),
           attempts: Math.max(1, attempt - paced),
           ...(firstCheckAgeMs !== undefined ? { firstCheckAgeMs } : {}),
+          ...(journalError ? { journalError } : {}),
         };
       } catch (err) {
         if (err instanceof PacerBusyError) {

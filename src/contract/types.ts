@@ -223,6 +223,8 @@ export interface PromptResult extends RowFields {
   unknownSubmits?: number;
   /** Generation of the Idempotency-Key of the job this result reports (see PromptInput.keyGeneration). */
   generation?: number;
+  /** The job id could not be written to the jobs journal when it came (why). */
+  journalError?: string;
 }
 
 /** What earlier runs know about a row: its final state in the manifest and its jobs in the jobs journal. */
@@ -270,6 +272,8 @@ export interface SubmitResult {
    * (activities/latency.ts); absent until then (the poll schedule's firstPollMs applies).
    */
   firstCheckAgeMs?: number;
+  /** The job id could not be written to the jobs journal (why): a terminate before the row ends may lose it. */
+  journalError?: string;
 }
 
 /** One status check of a job known from an earlier run (checkJob). */

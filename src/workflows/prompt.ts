@@ -608,6 +608,7 @@ async function pollSpendSafe(
     attempts: submitted.attempts,
     submittedAt: new Date(submitted.submittedAt).toISOString(),
     ...spendFields(spend),
+    ...(submitted.journalError ? { journalError: submitted.journalError } : {}),
   };
   const { pollJob } = proxyActivities<Activities>({
     ...prompt.gateway,
