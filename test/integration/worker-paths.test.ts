@@ -38,6 +38,9 @@ describe('a standalone worker confines CSVs to VIDBATCH_INPUT_ROOT', () => {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     children.push(worker);
+    // Drained, or a full pipe would block the worker's logging (and the worker); its tail explains a failure.
+    let stderr = '';
+    worker.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-20_000)));
 
     const outside = join(env.dir, 'outside.csv');
     await writeVbenchCsv(outside, 3);
@@ -56,7 +59,11 @@ describe('a standalone worker confines CSVs to VIDBATCH_INPUT_ROOT', () => {
     );
     for (const [i, csv] of [outside, linked].entries()) {
       const { handle } = started[i]!;
-      const paused = await waitForProgress(handle, (p) => p.pauseKind === 'input', 150_000);
+      const paused = await waitForProgress(handle, (p) => p.pauseKind === 'input', 150_000).catch(
+        (err: Error) => {
+          throw new Error(`${err.message}\nworker stderr (tail):\n${stderr}`);
+        },
+      );
       expect(paused.pausedReason).toContain(csv);
       expect(paused.pausedReason).toContain(inbox);
       expect(paused.pausedReason).toContain('VIDBATCH_INPUT_ROOT');
