@@ -59,10 +59,14 @@ export function loadGatewaySettings(env: NodeJS.ProcessEnv = process.env): Gatew
     );
   const timeoutMs = Number(env.GATEWAY_TIMEOUT_MS ?? 20_000);
   if (!Number.isFinite(timeoutMs) || timeoutMs <= 0)
-    throw new ConfigError('GATEWAY_TIMEOUT_MS must be a positive number');
+    throw new ConfigError(
+      `GATEWAY_TIMEOUT_MS must be a number of milliseconds > 0, got "${env.GATEWAY_TIMEOUT_MS}"`,
+    );
   const submitTimeoutMs = Number(env.GATEWAY_SUBMIT_TIMEOUT_MS ?? DEFAULT_GATEWAY_SUBMIT_TIMEOUT_MS);
   if (!Number.isFinite(submitTimeoutMs) || submitTimeoutMs <= 0)
-    throw new ConfigError('GATEWAY_SUBMIT_TIMEOUT_MS must be a positive number');
+    throw new ConfigError(
+      `GATEWAY_SUBMIT_TIMEOUT_MS must be a number of milliseconds > 0, got "${env.GATEWAY_SUBMIT_TIMEOUT_MS}"`,
+    );
   return { baseUrl, apiKey, timeoutMs, submitTimeoutMs };
 }
 

@@ -6,7 +6,7 @@
 import { resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { SUSPICIOUS_RETRY_AFTER_MS } from '../contract/failures';
+import { DEFAULT_RETRY_AFTER_MS, SUSPICIOUS_RETRY_AFTER_MS } from '../contract/failures';
 import {
   NO_VIDEO_URL_CODE,
   type JobCheck,
@@ -129,6 +129,11 @@ function countGatewayError(err: unknown, operation: string, gateway: GatewayClie
       ceiling: ceiling === undefined ? null : Number(ceiling.toFixed(2)),
       queued,
     });
+    if (err.unreadableRetryAfter !== undefined)
+      Context.current().log.warn(
+        `unreadable Retry-After from the gateway; waiting the default ${DEFAULT_RETRY_AFTER_MS / 1000} s`,
+        { operation, retryAfter: err.unreadableRetryAfter },
+      );
     // Honoured anyway (a quota may reset hours later), but worth a look: the spec leaves its unit open.
     if ((err.retryAfterMs ?? 0) > SUSPICIOUS_RETRY_AFTER_MS)
       Context.current().log.warn('suspiciously long Retry-After from the gateway; waiting it out', {

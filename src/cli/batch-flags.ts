@@ -1,6 +1,6 @@
 // Batch-option flags that `run` and `retry-failed` share (spend safety, polling, window, job deadline), and the
 // StartBatchOptions they make. Each flag's help names its environment variable (commander's `.env()`).
-import { type Command, InvalidArgumentError, Option } from 'commander';
+import { type Command, Option } from 'commander';
 import type { StartBatchOptions } from '../client/batches';
 import {
   DEFAULT_BATCH_OPTIONS,
@@ -10,14 +10,10 @@ import {
   DEFAULT_SUBMIT_TIMEOUT_MS,
   DEFAULT_UNREACHABLE_PAUSE_MS,
 } from '../contract/types';
-import { nonNegative, seconds, wholeNumber } from './support';
+import { fraction, numberIn, positive, positiveSeconds, seconds, wholeNumber } from './support';
 
-/** Seconds > 0 (a timeout of 0 would mean none at all). */
-function positiveSeconds(value: string): number {
-  const ms = seconds(value);
-  if (ms <= 0) throw new InvalidArgumentError('not a number of seconds > 0');
-  return ms;
-}
+/** The window: what the setConcurrency update accepts too (BatchState.checkConcurrency). */
+const windowSize = numberIn({ whole: true, min: 1, max: 10_000 });
 
 /** `--concurrency`, the poll schedule and `--job-deadline`. */
 export function addScheduleFlags(command: Command): Command {
@@ -28,7 +24,7 @@ export function addScheduleFlags(command: Command): Command {
         'most jobs in flight (submitted, not finished) at once; how fast requests go is up to the worker',
       )
         .env('VIDBATCH_CONCURRENCY')
-        .argParser(nonNegative)
+        .argParser(windowSize)
         .default(DEFAULT_BATCH_OPTIONS.concurrency),
     )
     .addOption(
@@ -39,11 +35,13 @@ export function addScheduleFlags(command: Command): Command {
     .addOption(
       new Option('--poll-interval <s>', 'then check every ... seconds')
         .env('VIDBATCH_POLL_INTERVAL')
-        .argParser(seconds),
+        .argParser(positiveSeconds),
     )
-    .addOption(new Option('--poll-backoff <x>', 'growing by this factor').argParser(nonNegative))
-    .addOption(new Option('--poll-cap <s>', 'up to this interval').argParser(seconds))
-    .addOption(new Option('--poll-jitter <f>', '± this fraction of jitter').argParser(nonNegative))
+    .addOption(
+      new Option('--poll-backoff <x>', 'growing by this factor (>= 1)').argParser(numberIn({ min: 1 })),
+    )
+    .addOption(new Option('--poll-cap <s>', 'up to this interval').argParser(positiveSeconds))
+    .addOption(new Option('--poll-jitter <f>', '± this fraction of jitter (0-1)').argParser(fraction))
     .option(
       '--no-adaptive-poll',
       'keep to the schedule above; by default it holds only until the worker has learned how long jobs take',
@@ -54,7 +52,7 @@ export function addScheduleFlags(command: Command): Command {
         'fail a job not finished this long after submission (time held back by Retry-After or a pause does not count)',
       )
         .env('VIDBATCH_JOB_DEADLINE')
-        .argParser(seconds)
+        .argParser(positiveSeconds)
         .default(DEFAULT_BATCH_OPTIONS.jobDeadlineMs, '3600'),
     );
 }
@@ -122,23 +120,12 @@ export function addSpendSafetyFlags(command: Command): Command {
         'with --shared-budget: share of the budget against batches of the same priority, relative to their weights (default 1)',
       )
         .env('VIDBATCH_WEIGHT')
-        .argParser(positiveNumber),
+        .argParser(positive),
     );
 }
 
 /** A priority: a whole number from 1 to 5. */
-function oneToFive(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > 5) throw new InvalidArgumentError('a whole number from 1 to 5');
-  return n;
-}
-
-/** A number > 0. */
-function positiveNumber(value: string): number {
-  const n = Number(value);
-  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('a number > 0');
-  return n;
-}
+const oneToFive = numberIn({ whole: true, min: 1, max: 5 });
 
 /**
  * The options given on the command line or in the environment, without commander's defaults: a re-run of a

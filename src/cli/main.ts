@@ -22,7 +22,7 @@ import { registerWorkerCommand } from './commands/worker';
 
 const program = new Command('vidbatch')
   .description('Bulk video generation from CSV files, run durably on Temporal.')
-  .showHelpAfterError()
+  .showHelpAfterError('(add --help for usage)')
   // A usage error (unknown option, bad value) is invalid input: exit 2, as the README documents. Set before the
   // commands are added, so each inherits it.
   .exitOverride((err) => {

@@ -17,36 +17,59 @@ export function fail(err: unknown): never {
   throw err;
 }
 
-/** Any finite number; a bad value is a usage error reported by commander (`server`, `simulator`). */
-export function number(value: string): number {
-  const n = Number(value);
-  if (!Number.isFinite(n)) throw new InvalidArgumentError('not a number');
-  return n;
+/** What a numeric flag accepts: whole or not, at least `min` (or more than `above`), at most `max`. */
+interface Range {
+  whole?: boolean;
+  min?: number;
+  above?: number;
+  max?: number;
 }
 
-/** A number >= 0 (`run` flags). */
-export function nonNegative(value: string): number {
-  const n = Number(value);
-  if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError('not a number >= 0');
-  return n;
+function describe({ whole, min, above, max }: Range): string {
+  const kind = whole ? 'a whole number' : 'a number';
+  if (min !== undefined && max !== undefined) return `${kind} from ${min} to ${max}`;
+  if (above !== undefined) return `${kind} > ${above}`;
+  if (min !== undefined) return `${kind} >= ${min}`;
+  return kind;
 }
 
+/**
+ * The one way numeric flags are read: a parser that refuses anything outside its range. Commander reports a
+ * refusal as "option '--concurrency <n>' argument '0' is invalid. must be a whole number from 1 to 10000"
+ * (or "value '0' from env 'VIDBATCH_CONCURRENCY'"), and the program exits 2 before anything starts.
+ */
+export function numberIn(range: Range): (value: string) => number {
+  return (value) => {
+    const n = value.trim() === '' ? NaN : Number(value);
+    const ok =
+      Number.isFinite(n) &&
+      (!range.whole || Number.isInteger(n)) &&
+      (range.min === undefined || n >= range.min) &&
+      (range.above === undefined || n > range.above) &&
+      (range.max === undefined || n <= range.max);
+    if (!ok) throw new InvalidArgumentError(`must be ${describe(range)}`);
+    return n;
+  };
+}
+
+/** Any finite number. */
+export const number = numberIn({});
+/** A number >= 0. */
+export const nonNegative = numberIn({ min: 0 });
+/** A number > 0. */
+export const positive = numberIn({ above: 0 });
 /** A whole number >= 0 (counts). */
-export function wholeNumber(value: string): number {
-  const n = nonNegative(value);
-  if (!Number.isInteger(n)) throw new InvalidArgumentError('not a whole number');
-  return n;
-}
-
-/** A share between 0 and 1. */
-export function fraction(value: string): number {
-  const n = nonNegative(value);
-  if (n > 1) throw new InvalidArgumentError('not a share between 0 and 1 (0.2 = 20%)');
-  return n;
-}
-
-/** Seconds on the command line, milliseconds in the options. */
+export const wholeNumber = numberIn({ whole: true, min: 0 });
+/** A whole number >= 1. */
+export const positiveWhole = numberIn({ whole: true, min: 1 });
+/** A share between 0 and 1 (also a probability). */
+export const fraction = numberIn({ min: 0, max: 1 });
+/** A TCP port; 0 lets the system choose. */
+export const port = numberIn({ whole: true, min: 0, max: 65_535 });
+/** Seconds >= 0 on the command line, milliseconds in the options. */
 export const seconds = (value: string) => nonNegative(value) * 1000;
+/** Seconds > 0 (a timeout or deadline of 0 would mean none at all). */
+export const positiveSeconds = (value: string) => positive(value) * 1000;
 
 export function waitForCtrlC(): Promise<void> {
   return new Promise((resolve) => {

@@ -265,12 +265,14 @@ export class GatewayClient {
       parsedError.success ? (parsedError.data.error.message ?? code ?? '') : text.slice(0, 200),
     );
     const message = `${what}: ${statusCode}${detail ? ` ${detail}` : ''}`;
-    const header = response.headers['retry-after'];
+    const raw = response.headers['retry-after'];
+    const header = Array.isArray(raw) ? raw[0] : raw;
     throw errorForStatus(
       statusCode,
       message,
       code,
-      statusCode === 429 ? parseRetryAfter(Array.isArray(header) ? header[0] : header) : undefined,
+      statusCode === 429 ? parseRetryAfter(header) : undefined,
+      header,
     );
   }
 }

@@ -72,6 +72,8 @@ export class RateLimitError extends RefusedError {
     message: string,
     readonly retryAfterMs: number | undefined,
     code?: string,
+    /** The Retry-After header as sent, when it could not be read (the default wait applies). */
+    readonly unreadableRetryAfter?: string,
   ) {
     super(message, 429, code);
   }
@@ -124,11 +126,18 @@ export function errorForStatus(
   message: string,
   code: string | undefined,
   retryAfterMs: number | undefined,
+  retryAfterHeader?: string,
 ): GatewayError {
   if (statusCode === 401) return new AuthenticationError(message, statusCode, code);
   if (statusCode === 403) return new PermissionDeniedError(message, statusCode, code);
   if (statusCode === 404) return new NotFoundError(message, statusCode, code);
-  if (statusCode === 429) return new RateLimitError(message, retryAfterMs, code);
+  if (statusCode === 429)
+    return new RateLimitError(
+      message,
+      retryAfterMs,
+      code,
+      retryAfterMs === undefined && retryAfterHeader !== undefined ? retryAfterHeader : undefined,
+    );
   if (statusCode >= 500) return new ServerError(message, statusCode, code);
   return new BadRequestError(message, statusCode, code);
 }

@@ -49,6 +49,9 @@ describe('parseRetryAfter', () => {
     expect(parseRetryAfter('Sun, 22 Nov 2026 10:00:30 GMT', now)).toBe(30_000);
     expect(parseRetryAfter('Sun, 22 Nov 2026 09:00:00 GMT', now)).toBe(0);
     expect(parseRetryAfter('soon', now)).toBeUndefined();
+    // Never 0 by accident: Date.parse would read '-5' as a date long past.
+    expect(parseRetryAfter('-5', now)).toBeUndefined();
+    expect(parseRetryAfter('', now)).toBeUndefined();
     expect(parseRetryAfter(undefined, now)).toBeUndefined();
   });
 });

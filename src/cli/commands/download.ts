@@ -4,7 +4,7 @@ import { type Command, Option } from 'commander';
 import { findManifest } from '../../client/batch-status';
 import { resolveBatchId } from '../../client/batches';
 import { downloadBatch } from '../../results/download';
-import { batchArg, EXIT, withSession } from '../support';
+import { batchArg, EXIT, numberIn, withSession } from '../support';
 
 export function registerDownloadCommand(program: Command): void {
   program
@@ -14,15 +14,19 @@ export function registerDownloadCommand(program: Command): void {
     )
     .argument(...batchArg)
     .option('--dir <dir>', 'where to put the videos (default: <manifest folder>/videos)')
-    .option('--concurrency <n>', 'downloads at once', '4')
+    .addOption(
+      new Option('--concurrency <n>', 'downloads at once (1-64)')
+        .argParser(numberIn({ whole: true, min: 1, max: 64 }))
+        .default(4),
+    )
     .addOption(
       new Option('--out-root <dir>', 'root of the output folders').env('VIDBATCH_OUT_ROOT').default('out'),
     )
-    .action(async (ref: string, o: { dir?: string; concurrency: string; outRoot: string }) => {
+    .action(async (ref: string, o: { dir?: string; concurrency: number; outRoot: string }) => {
       const batchId = await resolveBatchId(ref);
       const manifest = await withSession((s) => findManifest(s.client, batchId, o.outRoot));
       const dir = o.dir ?? join(dirname(manifest), 'videos');
-      const reports = await downloadBatch(manifest, dir, Number(o.concurrency));
+      const reports = await downloadBatch(manifest, dir, o.concurrency);
       const failed = reports.filter((r) => r.error);
       console.log(
         `${reports.length - failed.length} videos verified in ${dir} (${reports.filter((r) => r.reused).length} already there), ${failed.length} failed`,

@@ -10,7 +10,7 @@ import { loadCsv } from '../../input/csv';
 import { plan } from '../../input/plan';
 import { followInTerminal, openBatchSession } from '../follow';
 import { addScheduleFlags, addSpendSafetyFlags, givenOptions, scheduleAndSpendOptions } from '../batch-flags';
-import { fail, fraction, nonNegative, seconds, wholeNumber } from '../support';
+import { fail, fraction, nonNegative, positiveSeconds, positiveWhole } from '../support';
 
 export function registerRunCommand(program: Command): void {
   const command = program
@@ -37,17 +37,17 @@ export function registerRunCommand(program: Command): void {
   command
     .addOption(
       new Option('--activity-timeout <s>', 'timeout of one gateway call activity')
-        .argParser(seconds)
+        .argParser(positiveSeconds)
         .default(DEFAULT_BATCH_OPTIONS.activityTimeoutMs, '30'),
     )
     .addOption(
       new Option('--page-size <n>', 'rows read per page')
-        .argParser(nonNegative)
+        .argParser(positiveWhole)
         .default(DEFAULT_BATCH_OPTIONS.pageSize),
     )
     .addOption(
       new Option('--prompts-per-run <n>', 'prompts per workflow run before continue-as-new')
-        .argParser(nonNegative)
+        .argParser(positiveWhole)
         .default(DEFAULT_BATCH_OPTIONS.promptsPerRun),
     )
     .addOption(
@@ -65,7 +65,7 @@ export function registerRunCommand(program: Command): void {
     .addOption(
       new Option('--max-failures <n>', 'guard rail: stop submitting once this many rows failed')
         .env('VIDBATCH_MAX_FAILURES')
-        .argParser(wholeNumber),
+        .argParser(positiveWhole),
     )
     .addOption(
       new Option(
@@ -78,12 +78,12 @@ export function registerRunCommand(program: Command): void {
     .addOption(
       new Option('--max-submissions <n>', 'spend cap: submit at most this many jobs in the whole batch')
         .env('VIDBATCH_MAX_SUBMISSIONS')
-        .argParser(wholeNumber),
+        .argParser(positiveWhole),
     )
     .addOption(
       new Option('--batch-deadline <s>', 'guard rail: submit no new job this many seconds after the start')
         .env('VIDBATCH_BATCH_DEADLINE')
-        .argParser(seconds),
+        .argParser(positiveSeconds),
     )
     .option(
       '--dry-run',

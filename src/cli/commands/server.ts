@@ -8,7 +8,7 @@ import {
   recordLocalServer,
 } from '../../dev-server/local-server';
 import { ConfigError } from '../../errors';
-import { fail, number, waitForCtrlC } from '../support';
+import { fail, port, waitForCtrlC } from '../support';
 
 export function registerServerCommand(program: Command): void {
   program
@@ -17,8 +17,8 @@ export function registerServerCommand(program: Command): void {
       'Run the Temporal dev server (with Web UI) in the foreground, persisting to a SQLite file. vidbatch commands run in this folder use it (through .vidbatch/server.json) instead of opening the file themselves.',
     )
     .addOption(new Option('--db-file <path>', 'SQLite file').env('VIDBATCH_DB_FILE').default(DEFAULT_DB_FILE))
-    .addOption(new Option('--port <n>', 'gRPC port (default: a free one)').argParser(number))
-    .addOption(new Option('--ui-port <n>', 'Web UI port (default: a free one)').argParser(number))
+    .addOption(new Option('--port <n>', 'gRPC port (default: a free one)').argParser(port))
+    .addOption(new Option('--ui-port <n>', 'Web UI port (default: a free one)').argParser(port))
     .addOption(new Option('--namespace <ns>', 'namespace').env('TEMPORAL_NAMESPACE').default('default'))
     .action(async (opts: { dbFile: string; port?: number; uiPort?: number; namespace: string }) => {
       // One process at a time opens the database: another vidbatch here owning it is told, not raced.

@@ -2,18 +2,18 @@
 import { type Command } from 'commander';
 import { batchHandle, resolveBatchId } from '../../client/batches';
 import { setConcurrencyUpdate } from '../../contract/messages';
-import { batchArg, EXIT, withSession } from '../support';
+import { batchArg, EXIT, numberIn, withSession } from '../support';
 
 export function registerSetConcurrencyCommand(program: Command): void {
   program
     .command('set-concurrency')
     .description('Change how many prompts a running batch keeps in flight.')
     .argument(...batchArg)
-    .argument('<n>', 'prompts in flight (1-10000)')
-    .action(async (ref: string, n: string) => {
+    .argument('<n>', 'prompts in flight (1-10000)', numberIn({ whole: true, min: 1, max: 10_000 }))
+    .action(async (ref: string, n: number) => {
       const batchId = await resolveBatchId(ref);
       const progress = await withSession((s) =>
-        batchHandle(s.client, batchId).executeUpdate(setConcurrencyUpdate, { args: [Number(n)] }),
+        batchHandle(s.client, batchId).executeUpdate(setConcurrencyUpdate, { args: [n] }),
       ).catch((err: Error) => {
         console.error(`${batchId}: ${err.cause instanceof Error ? err.cause.message : err.message}`);
         process.exit(EXIT.invalidInput);

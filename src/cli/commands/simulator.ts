@@ -1,28 +1,30 @@
 // `vidbatch simulator`.
 import { type Command, Option } from 'commander';
 import { startSimulator } from '../../simulator/server';
-import { number, waitForCtrlC } from '../support';
+import { fraction, nonNegative, number, port, waitForCtrlC, wholeNumber } from '../support';
 
 export function registerSimulatorCommand(program: Command): void {
   program
     .command('simulator')
     .description('Run the Model Gateway simulator (for tests, benchmarks and demos without a paid key).')
-    .addOption(new Option('--port <n>', 'port').env('SIMULATOR_PORT').argParser(number).default(8787))
+    .addOption(new Option('--port <n>', 'port').env('SIMULATOR_PORT').argParser(port).default(8787))
     .addOption(new Option('--host <host>', 'address to bind').default('127.0.0.1'))
     // No environment fallback: GATEWAY_API_KEY is often a real key, and this command prints the key it serves.
     .addOption(
       new Option('--api-key <key>', 'register this key (sk-...) at start (default: a fresh one, printed)'),
     )
-    .addOption(new Option('--job-seconds <s>', 'mean job latency').argParser(number).default(20))
-    .addOption(new Option('--job-jitter <s>', 'job latency jitter, ± seconds').argParser(number).default(5))
+    .addOption(new Option('--job-seconds <s>', 'mean job latency').argParser(nonNegative).default(20))
+    .addOption(
+      new Option('--job-jitter <s>', 'job latency jitter, ± seconds').argParser(nonNegative).default(5),
+    )
     .addOption(
       new Option('--rate-limit <rps>', 'requests/second per key over all endpoints (0 = off)')
-        .argParser(number)
+        .argParser(nonNegative)
         .default(0),
     )
-    .addOption(new Option('--burst <n>', 'token bucket size (default: the rate)').argParser(number))
+    .addOption(new Option('--burst <n>', 'token bucket size (default: the rate)').argParser(nonNegative))
     .addOption(
-      new Option('--max-running <n>', 'unfinished jobs per key (0 = off)').argParser(number).default(0),
+      new Option('--max-running <n>', 'unfinished jobs per key (0 = off)').argParser(wholeNumber).default(0),
     )
     .addOption(
       new Option('--retry-after-format <fmt>', 'Retry-After as seconds or an HTTP-date')
@@ -31,7 +33,7 @@ export function registerSimulatorCommand(program: Command): void {
     )
     .addOption(
       new Option('--url-ttl <s>', 'result URLs expire after this many seconds (0 = never)')
-        .argParser(number)
+        .argParser(nonNegative)
         .default(0),
     )
     .addOption(
@@ -45,18 +47,18 @@ export function registerSimulatorCommand(program: Command): void {
         '--job-ttl <s>',
         'a finished job is forgotten (its status answers 404) this many seconds after it finished (0 = never)',
       )
-        .argParser(number)
+        .argParser(nonNegative)
         .default(0),
     )
     .addOption(
       new Option(
         '--hold-for <s>',
         'answer every /v1 request 429 (Retry-After pointing at the end) for this many seconds after start',
-      ).argParser(number),
+      ).argParser(nonNegative),
     )
     .addOption(
       new Option('--retry-after-min <s>', 'every 429 carries a Retry-After of at least this many seconds')
-        .argParser(number)
+        .argParser(nonNegative)
         .default(0),
     )
     .addOption(new Option('--seed <n>', 'seed of the fault dice').argParser(number).default(1))
@@ -65,18 +67,18 @@ export function registerSimulatorCommand(program: Command): void {
         .choices(['all', 'submit', 'status'])
         .default('all'),
     )
-    .addOption(new Option('--fault-5xx <p>', 'probability of a 503').argParser(number).default(0))
+    .addOption(new Option('--fault-5xx <p>', 'probability of a 503').argParser(fraction).default(0))
     .addOption(
       new Option(
         '--fault-reset-before <p>',
         'probability that a connection is reset before the request is processed',
       )
-        .argParser(number)
+        .argParser(fraction)
         .default(0),
     )
     .addOption(
       new Option('--fault-429 <p>', 'probability of a 429 without processing the request')
-        .argParser(number)
+        .argParser(fraction)
         .default(0),
     )
     .addOption(
@@ -84,7 +86,7 @@ export function registerSimulatorCommand(program: Command): void {
         '--fault-502-after <p>',
         'probability of a 502 after the request was processed (a job may exist)',
       )
-        .argParser(number)
+        .argParser(fraction)
         .default(0),
     )
     .addOption(
@@ -92,42 +94,44 @@ export function registerSimulatorCommand(program: Command): void {
         '--fault-504-after <p>',
         'probability of a 504 after the request was processed (a job may exist)',
       )
-        .argParser(number)
+        .argParser(fraction)
         .default(0),
     )
     .addOption(
       new Option('--fault-slow <p>', 'probability of a response slower than --slow-ms')
-        .argParser(number)
+        .argParser(fraction)
         .default(0),
     )
-    .addOption(new Option('--slow-ms <ms>', 'delay of a slow response').argParser(number).default(30_000))
     .addOption(
-      new Option('--fault-drop <p>', 'probability of a dropped connection').argParser(number).default(0),
+      new Option('--slow-ms <ms>', 'delay of a slow response').argParser(nonNegative).default(30_000),
+    )
+    .addOption(
+      new Option('--fault-drop <p>', 'probability of a dropped connection').argParser(fraction).default(0),
     )
     .addOption(
       new Option('--fault-malformed <p>', 'probability of a malformed JSON body')
-        .argParser(number)
+        .argParser(fraction)
         .default(0),
     )
     .addOption(
       new Option('--fault-unknown-status <p>', 'probability of an undocumented status value')
-        .argParser(number)
+        .argParser(fraction)
         .default(0),
     )
     .addOption(
-      new Option('--fault-job-failure <p>', 'probability that a job fails').argParser(number).default(0),
+      new Option('--fault-job-failure <p>', 'probability that a job fails').argParser(fraction).default(0),
     )
     .addOption(
       new Option(
         '--fault-job-no-url <p>',
         'probability that a job answers "completed" with no video URL, at every status query',
       )
-        .argParser(number)
+        .argParser(fraction)
         .default(0),
     )
     .addOption(
       new Option('--fault-job-5xx <p>', 'probability that every status query of a job answers HTTP 500')
-        .argParser(number)
+        .argParser(fraction)
         .default(0),
     )
     .addOption(
