@@ -95,6 +95,25 @@ export function loadTemporalSettings(env: NodeJS.ProcessEnv = process.env): Temp
 /** Default time a stopping worker gives running activities to finish before it cancels them. */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 30_000;
 
+/** What a stopping worker waits past its longest gateway call: delivering the answer, the jobs journal. */
+export const SHUTDOWN_MARGIN_MS = 10_000;
+
+/**
+ * How long a stopping worker waits before it gives up (Temporal's `shutdownForceTime`; it then exits 1).
+ * Running activities get `graceMs`, then are cancelled; but a gateway call already sent is never aborted (a
+ * submit's answer is its job id; without it the row's outcome is unknown and a resend may bill twice), so
+ * the worker waits for the longest of them: a submit sent just before the stop answers within
+ * GATEWAY_SUBMIT_TIMEOUT_MS, a status check within GATEWAY_TIMEOUT_MS. Plus SHUTDOWN_MARGIN_MS.
+ */
+export function shutdownForceMs(
+  graceMs: number,
+  gateway: { timeoutMs: number; submitTimeoutMs?: number },
+): number {
+  return (
+    Math.max(graceMs, gateway.timeoutMs, gateway.submitTimeoutMs ?? gateway.timeoutMs) + SHUTDOWN_MARGIN_MS
+  );
+}
+
 export interface WorkerSettings {
   /** Root of the per-batch output folders (`<outRoot>/<batchId>`). */
   outRoot: string;

@@ -10,6 +10,7 @@ import {
   loadGatewaySettings,
   loadTemporalSettings,
   loadWorkerSettings,
+  shutdownForceMs,
   type GatewaySettings,
 } from './config';
 import { ConfigError } from './errors';
@@ -59,12 +60,13 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     // Explicit, because the SDK's default follows the heap limit: a worker run with a small
     // --max-old-space-size would otherwise cache 10 workflows and replay the rest on every task.
     maxCachedWorkflows: 600,
-    // On shutdown (SIGTERM, SIGINT: the Runtime's signal handling) the worker stops polling at once, and
-    // running activities get this long to finish before they are cancelled. Gateway requests ignore that
-    // cancellation (the client aborts only on GATEWAY_TIMEOUT_MS), so a submit on the wire still records its
-    // job id; the force time is a backstop should one outlive its own timeout.
+    // On shutdown (SIGTERM, SIGINT: the Runtime's signal handling) the worker stops polling at once, the
+    // gateway client sends nothing new (gateway-worker.ts stops it), and running activities get this long to
+    // finish before they are cancelled. Gateway requests on the wire ignore that cancellation (the client
+    // aborts a submit only at GATEWAY_SUBMIT_TIMEOUT_MS), so a submit still records its job id: the force
+    // time waits for the longest of them (config.ts shutdownForceMs).
     shutdownGraceTime: grace,
-    shutdownForceTime: grace + options.gateway.timeoutMs + 5_000,
+    shutdownForceTime: shutdownForceMs(grace, gateway),
   });
   // Gateway calls run on their own, rate-limited queue, polled by a second Worker (docs/rate-budget.md).
   return withGatewayWorker(worker, { ...options, gateway, activities, shutdownGraceMs: grace });
@@ -97,12 +99,15 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env, outRoot?: 
       shutdownGraceMs: settings.shutdownGraceMs,
       gatewayRps: loadGatewayRps(env),
     });
+    const forceMs = shutdownForceMs(settings.shutdownGraceMs, gateway);
     const onSignal = (signal: string) => {
       void ready.clear();
-      const { numInFlightActivities } = worker.getStatus();
+      const { numInFlightActivities: running } = worker.getStatus();
       announce(
-        `${signal}: vidbatch worker stopping; no new tasks, ${numInFlightActivities} running activities get up to ${settings.shutdownGraceMs} ms to finish`,
-        { signal, runningActivities: numInFlightActivities, graceMs: settings.shutdownGraceMs },
+        `${signal}: vidbatch worker stopping: no new tasks, no new gateway requests; ` +
+          `${running} running ${running === 1 ? 'activity gets' : 'activities get'} ${seconds(settings.shutdownGraceMs)} to finish, ` +
+          `gateway calls already sent wait for their answer; exiting within ${seconds(forceMs)}`,
+        { signal, runningActivities: running, graceMs: settings.shutdownGraceMs, forceMs },
       );
     };
     process.once('SIGTERM', onSignal);
@@ -129,6 +134,8 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env, outRoot?: 
     await connection.close();
   }
 }
+
+const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`;
 
 /**
  * VIDBATCH_READY_FILE: exists, and is touched every 10 s, while the worker polls; removed when it stops. A

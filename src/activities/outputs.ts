@@ -1,6 +1,7 @@
 // What a batch leaves on the worker's disk: downloadVideo (a finished video, verified) and recordResults (rows
 // appended to the batch's manifest, each once however often the activity is retried).
 import { basename, dirname, resolve } from 'node:path';
+import { Context } from '@temporalio/activity';
 import type { DownloadedVideo, PromptResult } from '../contract/types';
 import { DownloadError } from '../errors';
 import { downloadVerified } from '../results/download';
@@ -25,7 +26,11 @@ export function createOutputActivities(outRoot: string, roots?: PathRoots) {
     }): Promise<DownloadedVideo> {
       try {
         const target = await allowedFile(dir, name, 'download', roots);
-        const { file, sha256, bytes } = await downloadVerified(url, dirname(target), basename(target));
+        // A stopping worker cancels its activities after the grace: a download stops there (and resumes
+        // from its .part file on the next attempt) rather than keeping the worker up to its own timeout.
+        const { file, sha256, bytes } = await downloadVerified(url, dirname(target), basename(target), {
+          signal: Context.current().cancellationSignal,
+        });
         return { file, sha256, bytes };
       } catch (err) {
         if (err instanceof DownloadError) throw downloadFailed(err);

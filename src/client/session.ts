@@ -12,6 +12,7 @@ import {
   loadGatewaySettings,
   loadTemporalSettings,
   loadWorkerSettings,
+  shutdownForceMs,
   type GatewaySettings,
   type TemporalSettings,
 } from '../config';
@@ -120,8 +121,16 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
         shutdownGraceMs,
       });
       const running = worker.run();
+      const forceMs = shutdownForceMs(shutdownGraceMs, gateway);
       cleanups.push(async () => {
+        // Ctrl-C has already stopped it (the Runtime's signal handling); either way it may have to wait.
         if (worker!.getState() === 'RUNNING') worker!.shutdown();
+        const { numInFlightActivities: inFlight } = worker!.getStatus();
+        if (inFlight > 0)
+          log(
+            `Stopping this process's worker: waiting for ${inFlight} running ${inFlight === 1 ? 'activity' : 'activities'} ` +
+              `(nothing new is sent to the gateway; a submit already sent is never abandoned; at most ${Math.ceil(forceMs / 1000)} s)`,
+          );
         await running.catch(() => undefined);
         await workerConnection.close();
       });

@@ -16,6 +16,7 @@ import {
   PermissionDeniedError,
   RateLimitError,
   TimeoutError,
+  WorkerStoppingError,
 } from './errors';
 import { RequestPacer } from './pacer';
 import { parseRetryAfter } from './retry-after';
@@ -86,6 +87,8 @@ export class GatewayClient {
   readonly pacer = new RequestPacer();
   /** The key the gateway refused (401/403) and when: calls with it are refused here until it is lifted. */
   private refusal: { key: string; at: number; status: number; message: string } | undefined;
+  /** Set by stop(): from then on no request is sent. */
+  private stopping = false;
 
   constructor(private readonly options: GatewaySettings) {}
 
@@ -97,6 +100,17 @@ export class GatewayClient {
   /** How long a submit may take before its outcome counts as unknown (GATEWAY_SUBMIT_TIMEOUT_MS). */
   get submitTimeoutMs(): number {
     return this.options.submitTimeoutMs ?? this.options.timeoutMs;
+  }
+
+  /**
+   * The worker is stopping: calls already on the wire go on to their answer (never aborted: a submit's answer
+   * is its job id), every call not yet sent fails with WorkerStoppingError, those queued in the pacer
+   * included, and nothing new is sent by this client again.
+   */
+  stop(): void {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.pacer.close((kind) => new WorkerStoppingError(kind === 'submit' ? 'submit' : 'status check'));
   }
 
   /**
@@ -181,9 +195,12 @@ export class GatewayClient {
     extraHeaders: Record<string, string> = {},
   ): Promise<unknown> {
     const what = `${method} ${path}`;
+    if (this.stopping) throw new WorkerStoppingError(what);
     this.checkKey(what, options.unblockedAt);
     await this.pacer.acquire(method === 'POST' ? 'submit' : 'status', options.maxWaitMs ?? Infinity);
-    // Again after the pacer: a call queued there must not go out with a key refused meanwhile.
+    // Again after the pacer: a call queued there must not go out once the worker stops, or with a key
+    // refused meanwhile.
+    if (this.stopping) throw new WorkerStoppingError(what);
     this.checkKey(what, options.unblockedAt);
     const limit = method === 'POST' ? this.submitTimeoutMs : this.options.timeoutMs;
     const left = (options.sendBy ?? Infinity) - Date.now();
@@ -192,6 +209,13 @@ export class GatewayClient {
     const timeoutMs = Math.min(limit, left);
     const key = this.options.apiKey();
     await options.beforeSend?.();
+    // The stop came while the submit recorded that it is sending: still not sent. ConnectionError "nothing
+    // sent", so the submit activity clears that record (activities/jobs.ts) and Temporal retries it elsewhere.
+    if (this.stopping)
+      throw new ConnectionError(
+        `${what}: not sent: this worker is stopping; another worker takes it over`,
+        true,
+      );
     try {
       return await this.send(method, path, body, extraHeaders, key, timeoutMs);
     } catch (err) {

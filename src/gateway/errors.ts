@@ -15,6 +15,17 @@ export class PacerBusyError extends Error {
   }
 }
 
+/**
+ * The worker is stopping (SIGTERM/SIGINT): a call not yet sent is never sent. A PacerBusyError, so the activity
+ * ends as a benign "come back later" failure and Temporal gives the attempt to another (or the next) worker.
+ */
+export class WorkerStoppingError extends PacerBusyError {
+  override name = 'WorkerStoppingError';
+  constructor(what: string, retryAfterMs = 1000) {
+    super(retryAfterMs, `${what}: not sent: this worker is stopping; another worker takes it over`);
+  }
+}
+
 /** Base of all errors raised by the gateway client; `status` is the HTTP status when there was a response. */
 export class GatewayError extends Error {
   override name = 'GatewayError';

@@ -24,6 +24,7 @@ export interface PacerOptions {
 interface Waiter {
   kind: CallKind;
   resolve: () => void;
+  reject: (err: Error) => void;
   timer: ReturnType<typeof setTimeout> | undefined;
 }
 
@@ -122,11 +123,27 @@ export class RequestPacer {
       const waiter: Waiter = {
         kind,
         resolve,
+        reject,
         timer: Number.isFinite(maxWaitMs) ? setTimeout(expire, maxWaitMs) : undefined,
       };
       this.queues[kind].push(waiter);
       this.schedule();
     });
+  }
+
+  /**
+   * The worker is stopping: every call still waiting for a slot is turned away with the error `reason` makes
+   * for it (nothing of theirs is sent). Later calls are the client's to refuse.
+   */
+  close(reason: (kind: CallKind) => Error): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    for (const kind of ['submit', 'status'] as const) {
+      for (const waiter of this.queues[kind].splice(0)) {
+        clearTimeout(waiter.timer);
+        waiter.reject(reason(kind));
+      }
+    }
   }
 
   /**

@@ -50,6 +50,8 @@ export interface DownloadOptions {
   /** When the manifest already knows the file's hash: an existing file must match it. */
   expectedSha256?: string;
   timeoutMs?: number;
+  /** Aborts the download (a stopping worker cancels it after its grace); the `.part` file is kept to resume. */
+  signal?: AbortSignal;
 }
 
 /** The URL a `.part` file was downloaded from (its sidecar), if known. */
@@ -88,7 +90,10 @@ export async function downloadVerified(
   const have = (await size(part)) ?? 0;
   const response = await request(url, {
     headers: have > 0 ? { range: `bytes=${have}-` } : {},
-    signal: AbortSignal.timeout(options.timeoutMs ?? 5 * 60_000),
+    signal: AbortSignal.any([
+      AbortSignal.timeout(options.timeoutMs ?? 5 * 60_000),
+      ...(options.signal ? [options.signal] : []),
+    ]),
   }).catch((err: Error) => {
     throw new DownloadError(
       `${url}: ${err.name === 'TimeoutError' ? 'timed out' : `connection failed (${err.message})`}`,

@@ -24,6 +24,7 @@ import {
   rateReportSignal,
   type RateReport,
 } from '../contract/rate-budget';
+import { shutdownForceMs } from '../config';
 import { ConfigError } from '../errors';
 import type { GatewayClient } from '../gateway/client';
 import type { CallKind } from '../gateway/pacer';
@@ -207,7 +208,7 @@ export async function withGatewayWorker(main: Worker, options: GatewayWorkerOpti
     ...(options.shutdownGraceMs !== undefined
       ? {
           shutdownGraceTime: options.shutdownGraceMs,
-          shutdownForceTime: options.shutdownGraceMs + options.gateway.timeoutMs + 5_000,
+          shutdownForceTime: shutdownForceMs(options.shutdownGraceMs, options.gateway),
         }
       : {}),
   });
@@ -215,7 +216,15 @@ export async function withGatewayWorker(main: Worker, options: GatewayWorkerOpti
 
   const runMain = main.run.bind(main);
   const shutdownMain = main.shutdown.bind(main);
+  const shutdownGateway = gateway.shutdown.bind(gateway);
+  // Whichever worker the Runtime's signal handling stops first, nothing new goes to the gateway from then
+  // on (calls on the wire go on to their answer).
+  gateway.shutdown = () => {
+    options.gateway.stop();
+    shutdownGateway();
+  };
   const shutdownBoth = () => {
+    options.gateway.stop();
     if (main.getState() === 'RUNNING') shutdownMain();
     if (gateway.getState() === 'RUNNING') gateway.shutdown();
   };

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { loadGatewaySettings, loadWorkerSettings, shutdownForceMs } from '../../src/config';
 import { SEARCH_ATTRIBUTES } from '../../src/contract/search-attributes';
 
 const run = promisify(execFile);
@@ -302,13 +303,19 @@ describe('deployment files', () => {
     const { services } = await compose();
     const worker = services.worker!;
     const source = await sourceText();
-    const timeoutMs = Number(/GATEWAY_TIMEOUT_MS \?\? ([\d_]+)/.exec(source)?.[1]?.replace(/_/g, ''));
-    expect(timeoutMs).toBeGreaterThan(0);
-    // The worker's backstop: grace + gateway timeout + 5 s (src/worker.ts shutdownForceTime).
-    expect(source).toContain('shutdownForceTime: grace + options.gateway.timeoutMs + 5_000');
-    const graceMs = Number(worker.environment!.VIDBATCH_SHUTDOWN_GRACE_MS);
-    expect(graceMs).toBeGreaterThan(0);
-    expect(seconds(worker.stop_grace_period!)).toBeGreaterThan((graceMs + timeoutMs + 5000) / 1000);
+    // Both Temporal workers of a worker process give up after shutdownForceMs (src/config.ts): the longest
+    // of the grace and the gateway timeouts (a submit on the wire is never aborted), plus a margin.
+    expect(source.match(/shutdownForceTime: shutdownForceMs\(/g)).toHaveLength(2);
+    // The settings compose gives the worker, read as the worker reads them (defaults included).
+    const environment: NodeJS.ProcessEnv = { ...worker.environment, GATEWAY_API_KEY: 'sk-check' };
+    delete environment.GATEWAY_API_KEY_FILE;
+    const gateway = loadGatewaySettings({ ...environment, GATEWAY_BASE_URL: 'http://gateway/v1' });
+    const { shutdownGraceMs } = loadWorkerSettings(environment);
+    expect(shutdownGraceMs).toBeGreaterThan(0);
+    const forceMs = shutdownForceMs(shutdownGraceMs, gateway);
+    expect(forceMs).toBeGreaterThan(gateway.submitTimeoutMs!);
+    // SIGKILL only after the worker's own backstop, with time to exit.
+    expect(seconds(worker.stop_grace_period!)).toBeGreaterThanOrEqual(forceMs / 1000 + 5);
     expect(worker.init).toBe(true);
     const [kind, program, flag, script] = worker.healthcheck!.test;
     expect([kind, program, flag]).toEqual(['CMD', 'node', '-e']);

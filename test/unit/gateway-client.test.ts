@@ -16,6 +16,7 @@ import {
   RateLimitError,
   ServerError,
   TimeoutError,
+  WorkerStoppingError,
 } from '../../src/gateway/errors';
 import { GatewayClient, type CallOptions } from '../../src/gateway/client';
 import { parseRetryAfter } from '../../src/gateway/retry-after';
@@ -351,5 +352,39 @@ describe('a refused key stops at once', () => {
     key = sim.state.createKey('rotated').key;
     expect((await client.submit(request, 'k2')).id).toMatch(/^vid_/);
     expect(sim.stats().requestsWithDisabledKey[record.id]).toBe(sentBefore + 1);
+  });
+});
+
+describe('a stopping worker sends nothing new', () => {
+  it('lets a call on the wire finish, and refuses calls queued in the pacer, later calls and a submit about to send', async () => {
+    const { sim, client } = await setup({ faults: { slow: 1, slowMs: 300, scope: 'submit' } });
+    const sent = () => sim.stats().requests['POST /v1/videos/generations']?.[200] ?? 0;
+    // Five at once: the pacer sends one (slow: its answer comes 300 ms later), the others wait for a slot.
+    const calls = Array.from({ length: 5 }, (_, i) =>
+      client.submit(request, `k${i}`).catch((e: unknown) => e),
+    );
+    await new Promise((r) => setTimeout(r, 50));
+    client.stop();
+    const results = await Promise.all(calls);
+    const jobs = results.filter((r) => !(r instanceof Error));
+    expect(jobs).toHaveLength(1); // the one on the wire got its answer
+    const refused = results.filter((r) => r instanceof WorkerStoppingError);
+    expect(refused).toHaveLength(4);
+    expect(refused[0]).toBeInstanceOf(PacerBusyError); // nothing sent: a benign "come back later"
+    expect((refused[0] as Error).message).toContain('this worker is stopping');
+    expect(sim.stats().jobsCreated).toBe(1);
+    await expect(client.getJob('vid_x')).rejects.toBeInstanceOf(WorkerStoppingError);
+    await expect(client.submit(request, 'k9')).rejects.toBeInstanceOf(WorkerStoppingError);
+    expect(sent()).toBe(1);
+    expect(Object.keys(sim.stats().requests).filter((r) => r.startsWith('GET '))).toEqual([]);
+
+    // A stop while a submit records that it is sending (beforeSend): not sent, and known not sent.
+    const other = new GatewayClient({ baseUrl: sim.baseUrl, apiKey: () => sim.apiKey, timeoutMs: 2000 });
+    const err = await other
+      .submit(request, 'k10', { beforeSend: () => other.stop() })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConnectionError);
+    expect((err as ConnectionError).outcomeUnknown).toBe(false);
+    expect(sim.stats().jobsCreated).toBe(1);
   });
 });

@@ -10,7 +10,7 @@ export function registerWorkerCommand(program: Command): void {
     .description(
       'Run a worker alone (server and workers elsewhere). Reads TEMPORAL_ADDRESS (default: the `vidbatch server` running in this folder), TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, VIDBATCH_TASK_QUEUE, GATEWAY_BASE_URL, GATEWAY_API_KEY (or GATEWAY_API_KEY_FILE); ' +
         'VIDBATCH_INPUT_ROOT (CSVs are read only under it; default: the working directory), VIDBATCH_DOWNLOAD_ROOT (default: the out root), ' +
-        'VIDBATCH_SHUTDOWN_GRACE_MS (on SIGTERM/SIGINT running activities get this long to finish; default 30000), VIDBATCH_READY_FILE (exists while polling).',
+        'VIDBATCH_SHUTDOWN_GRACE_MS (on SIGTERM/SIGINT it sends no new gateway request, running activities get this long to finish, and gateway calls on the wire wait for their answer, up to GATEWAY_SUBMIT_TIMEOUT_MS; default 30000), VIDBATCH_READY_FILE (exists while polling).',
     )
     .addOption(
       new Option('--out <dir>', 'root of the per-batch output folders; results are written only under it')
