@@ -43,10 +43,11 @@ describe('a standalone worker confines CSVs to VIDBATCH_INPUT_ROOT', () => {
     worker.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-20_000)));
 
     const outside = join(env.dir, 'outside.csv');
-    await writeVbenchCsv(outside, 3);
-    // Other prompts, so that its batch is another one (a batch id is the CSV's hash).
+    // Prompts no other test uses: a batch id is the CSV's hash, and the test files share one Temporal server (the
+    // same 3 rows in another file attached this test to that file's finished batch).
+    await writeVbenchCsv(outside, 3, 'all_dimension', 900);
     const outsideToo = join(env.dir, 'outside-too.csv');
-    await writeVbenchCsv(outsideToo, 3, 'all_dimension', 5);
+    await writeVbenchCsv(outsideToo, 3, 'all_dimension', 905);
     const linked = join(inbox, 'linked.csv');
     await symlink(outsideToo, linked);
 
