@@ -129,7 +129,14 @@ class PromptRun {
     if (!this.unattended || !this.batch) return;
     const since = Date.now();
     this.unblocked = false;
-    await this.batch.signal(promptSubmitOutcomeSignal, { rowId: this.input.row.id, ...outcome });
+    try {
+      await this.batch.signal(promptSubmitOutcomeSignal, { rowId: this.input.row.id, ...outcome });
+    } catch (err) {
+      // A report is advice: a cancelled batch, or one that is gone, must not fail the row (or lose its job
+      // id); only a wait that was asked for hears of the cancellation.
+      if (wait && isCancellation(err)) throw err;
+      return;
+    }
     if (!wait) return;
     if (timeoutMs === undefined) await condition(() => this.unblocked);
     else await condition(() => this.unblocked, timeoutMs);
