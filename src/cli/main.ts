@@ -56,7 +56,7 @@ for (const register of [
 program.hook('preAction', (_program, command) => {
   const settings = runtimeSettingsFromEnv();
   const { metrics } = command.opts<{ metrics?: string }>();
-  installRuntime({ ...settings, ...(metrics ? { metricsAddress: metrics } : {}) });
+  installRuntime({ ...settings, name: command.name(), ...(metrics ? { metricsAddress: metrics } : {}) });
 });
 
 program.parseAsync(process.argv).catch((err: unknown) => {

@@ -1,12 +1,16 @@
 // The Temporal Runtime of a vidbatch process: log level and format, Prometheus metrics. Installed once, by
 // the CLI, before any connection or worker exists.
 import { DefaultLogger, Runtime, type LogEntry, type LogLevel } from '@temporalio/worker';
+import { createLogSink } from './log-sink';
 
 export interface RuntimeSettings {
   /** VIDBATCH_LOG_LEVEL: TRACE, DEBUG, INFO, WARN (default) or ERROR. */
   logLevel?: LogLevel;
   /** VIDBATCH_LOG_FORMAT=json: one JSON object per line on stderr, for log shippers. */
   json?: boolean;
+  /** Otherwise the terminal gets one line per notable event and a file under .vidbatch/logs/ every entry;
+   * `name` (the command) names that file. */
+  name?: string;
   /** VIDBATCH_METRICS_ADDRESS / --metrics: serve Prometheus metrics at http://<address>/metrics. */
   metricsAddress?: string;
 }
@@ -37,10 +41,19 @@ export function announce(message: string, meta: Record<string, unknown> = {}): v
   else console.error(message);
 }
 
+function logger(settings: RuntimeSettings): DefaultLogger {
+  const level = settings.logLevel ?? 'WARN';
+  if (settings.json) return new DefaultLogger(level, jsonLine);
+  // The file keeps INFO and above (worker state changes, each 429) even when the terminal shows WARN only.
+  const fileLevel = level === 'TRACE' || level === 'DEBUG' ? level : 'INFO';
+  const sink = createLogSink({ terminalLevel: level, fileLevel, name: settings.name ?? 'vidbatch' });
+  return new DefaultLogger(fileLevel, sink.log);
+}
+
 export function installRuntime(settings: RuntimeSettings): void {
   installed = settings;
   Runtime.install({
-    logger: new DefaultLogger(settings.logLevel ?? 'WARN', settings.json ? jsonLine : undefined),
+    logger: logger(settings),
     ...(settings.metricsAddress
       ? {
           telemetryOptions: {
