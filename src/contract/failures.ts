@@ -37,6 +37,13 @@ export const PATCH_SPEND_SAFETY = 'spend-safety';
  */
 export const PATCH_UNATTENDED = 'unattended';
 
+/**
+ * A re-run (or the continue-as-new after a cancel) does not re-send a row whose earlier submits had unknown
+ * outcomes beyond what its policy allows, whatever state the row ended in (cancelled while its outcome was
+ * unknown, or never recorded after a terminate): `unattended` kept only rows that ended `submit_unknown`.
+ */
+export const PATCH_UNKNOWN_WHOLE_LIFE = 'unknown-whole-life';
+
 /** A Retry-After longer than this is logged as suspicious (it is still honoured: a quota may reset hours later). */
 export const SUSPICIOUS_RETRY_AFTER_MS = 60 * 60_000;
 

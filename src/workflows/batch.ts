@@ -21,7 +21,13 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { FailureType, PATCH_SPEND_SAFETY, PATCH_UNATTENDED, RETRY_POLICIES } from '../contract/failures';
+import {
+  FailureType,
+  PATCH_SPEND_SAFETY,
+  PATCH_UNATTENDED,
+  PATCH_UNKNOWN_WHOLE_LIFE,
+  RETRY_POLICIES,
+} from '../contract/failures';
 import {
   pauseSignal,
   progressQuery,
@@ -35,6 +41,8 @@ import {
 } from '../contract/messages';
 import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
 import {
+  DEFAULT_MAX_UNKNOWN_RESENDS,
+  DEFAULT_ON_UNKNOWN_SUBMIT,
   MAX_PAGE_BYTES,
   MAX_RESULT_GROUP_BYTES,
   promptSpendOptions,
@@ -91,6 +99,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   // Issue 17: finished rows reach the manifest within RESULT_GROUP_MS whatever else happens (a timer), the
   // batch's own activities have bounded retries and pause the batch with the reason when they run out.
   const unattended = spendSafety && patched(PATCH_UNATTENDED);
+  const wholeLife = unattended && patched(PATCH_UNKNOWN_WHOLE_LIFE);
   state.countPosts = unattended;
   const bounded = proxyActivities<Activities>({
     startToCloseTimeout: options.activityTimeoutMs,
@@ -126,7 +135,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
       state.skip(prior);
       return;
     }
-    if (unattended && keptUnknown(input, prior)) {
+    if (unattended && keptUnknown(input, prior, wholeLife)) {
       // Its outcome stayed unknown (it may be billed): only `retry-failed --code submit_unknown` re-sends it.
       state.skipUnknown(prior!);
       return;
@@ -232,12 +241,18 @@ function setHandlers(state: BatchState): void {
 
 /**
  * A row an earlier run of this batch ended as `submit_unknown` with no job id: a re-run does not send it again
- * (it may have been billed already); `retry-failed --code submit_unknown` does, deliberately.
+ * (it may have been billed already); `retry-failed --code submit_unknown` does, deliberately. With `wholeLife`
+ * (patch unknown-whole-life), neither is any other row without a job whose earlier submits had unknown
+ * outcomes (e.g. cancelled while one was on the wire) once another submit would break the policy's bound of
+ * 1 + --max-unknown-resends jobs (`fail`: 1); `retry-failed --code <its code>` re-sends it, deliberately.
  */
-function keptUnknown(input: BatchInput, prior: PriorOutcome | undefined): boolean {
-  return (
-    !input.retryOf && prior?.status === 'failed' && prior.errorCode === SUBMIT_UNKNOWN_CODE && !prior.jobId
-  );
+function keptUnknown(input: BatchInput, prior: PriorOutcome | undefined, wholeLife: boolean): boolean {
+  if (input.retryOf || !prior || prior.jobId || prior.status === 'succeeded') return false;
+  if (prior.status === 'failed' && prior.errorCode === SUBMIT_UNKNOWN_CODE) return true;
+  if (!wholeLife || !prior.unknownSubmits) return false;
+  const policy = input.options.onUnknownSubmit ?? DEFAULT_ON_UNKNOWN_SUBMIT;
+  const resends = input.options.maxUnknownResends ?? DEFAULT_MAX_UNKNOWN_RESENDS;
+  return policy === 'fail' || prior.unknownSubmits > resends;
 }
 
 /**

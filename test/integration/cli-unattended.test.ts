@@ -207,6 +207,33 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     expect(env.sim.stats().jobsCreated).toBe(8);
   });
 
+  it('cancel ends within a bounded time while the gateway cannot be reached: unsent rows end cancelled, no job', async () => {
+    env = await testEnv({ jobSeconds: 1, seed: 7 });
+    await env.startWorker();
+    const csv = await uniqueCsv(env, 6);
+    env.sim.refuseConnections(600_000); // the whole test: nothing ever answers
+    const p = runInBackground(env, [csv, '--concurrency', '3', '--unreachable-pause', '30']);
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    await until('submits being tried', async () =>
+      /\b3 in flight\b/.test(output(await command(env!, ['status', batchId]))),
+    );
+    const asked = Date.now();
+    const cancel = await command(env, ['cancel', batchId]);
+    expect(cancel.code, output(cancel)).toBe(0);
+    const r = await p.done;
+    const seconds = (Date.now() - asked) / 1000;
+    const manifest = await manifestRows(env, batchId);
+    console.log(
+      `cancel while unreachable: run ended ${seconds.toFixed(1)} s after cancel, exit ${r.code}, ${manifest.length} rows recorded`,
+    );
+    expect(r.code).toBe(3);
+    expect(output(r)).toContain(`${batchId} was cancelled`);
+    expect(seconds).toBeLessThan(90); // a bound, not a timing target: submits never sent do not hold a cancel
+    expect(env.sim.stats().jobsCreated).toBe(0);
+    for (const row of manifest) expect(row).toMatchObject({ status: 'failed', errorCode: 'cancelled' });
+    for (const row of manifest) expect(row.jobId).toBeUndefined();
+  });
+
   it('a re-run after --on-unknown-submit fail and cancel pays for no row twice', async () => {
     env = await testEnv({
       jobSeconds: 4,
@@ -221,7 +248,10 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     await until('two unknown outcomes', () => env!.sim.stats().ambiguousSubmitsTotal >= 2);
     expect((await command(env, ['cancel', batchId])).code).toBe(0);
     await p.done;
-    const kept = (await manifestRows(env, batchId)).filter((row) => row.errorCode === 'submit_unknown');
+    // Rows whose outcome stayed unknown: ended submit_unknown, or cancelled while a submit's outcome was unknown.
+    const firstRun = await manifestRows(env, batchId);
+    const kept = firstRun.filter((row) => !row.jobId && (row.unknownSubmits ?? 0) > 0);
+    const keptAsUnknown = firstRun.filter((row) => row.errorCode === 'submit_unknown');
     env.sim.setFaults({ error502After: 0 });
     const cancelled = (await manifestRows(env, batchId)).filter((row) => row.errorCode === 'cancelled');
     expect(cancelled.length).toBeGreaterThan(0); // the batch was cancelled mid-way, not finished
@@ -237,7 +267,7 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     const perRow = jobsByRow(env);
     const twice = [...perRow].filter(([, jobs]) => jobs.length > 1).map(([row]) => row);
     console.log(
-      `re-run: ${env.sim.stats().jobsCreated} jobs for 20 rows, ${kept.length} rows kept as submit_unknown, rows billed twice: ${twice.length}; exit ${again.code}`,
+      `re-run: ${env.sim.stats().jobsCreated} jobs for 20 rows, ${kept.length} rows kept with an unknown outcome (${keptAsUnknown.length} ended submit_unknown), rows billed twice: ${twice.length}; exit ${again.code}`,
     );
     expect(kept.length).toBeGreaterThan(0);
     expect(twice).toEqual([]);
@@ -246,7 +276,33 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     expect(again.code).toBe(3);
     expect(again.stdout).toContain(`${20 - kept.length} succeeded, ${kept.length} failed of 20`);
     const last = await readFile(join(env.dir, 'out', batchId, 'manifest.jsonl'), 'utf8');
-    expect(last.split('\n').filter((l) => l.includes('"submit_unknown"')).length).toBe(kept.length);
+    // Nothing new is recorded for them: their lines from the first run stand.
+    expect(last.split('\n').filter((l) => l.includes('"submit_unknown"')).length).toBe(keptAsUnknown.length);
+  });
+
+  it('rows cancelled while their submit outcome was unknown are not re-sent by a re-run (--on-unknown-submit fail)', async () => {
+    // Every submit makes its job and answers 30 s later; the worker gives up after 6 s: an unknown outcome.
+    env = await testEnv({ jobSeconds: 1, seed: 5, faults: { scope: 'submit', slow: 1, slowMs: 30_000 } });
+    await env.startWorker({ submitTimeoutMs: 6000 });
+    const csv = await uniqueCsv(env, 6);
+    const p = runInBackground(env, [csv, '--concurrency', '3', '--on-unknown-submit', 'fail']);
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    await until('3 jobs made, their answers not yet given', () => env!.sim.stats().jobsCreated === 3);
+    expect((await command(env, ['cancel', batchId])).code).toBe(0);
+    await p.done;
+    const firstRun = await manifestRows(env, batchId);
+    const unknown = firstRun.filter((row) => (row.unknownSubmits ?? 0) > 0 && !row.jobId);
+    env.sim.setFaults({ slow: 0 });
+    const again = await run(env, [csv]);
+    const twice = [...jobsByRow(env)].filter(([, jobs]) => jobs.length > 1).map(([row]) => row);
+    console.log(
+      `cancelled with unknown outcomes: ${unknown.length} rows (${unknown.map((r) => r.errorCode).join(', ')}), ` +
+        `${env.sim.stats().jobsCreated} jobs for 6 rows after the re-run, rows billed twice: ${twice.length}`,
+    );
+    expect(unknown).toHaveLength(3);
+    expect(twice).toEqual([]);
+    expect(env.sim.stats().jobsCreated).toBe(6);
+    expect(again.stdout).toContain('3 succeeded, 3 failed of 6');
   });
 
   it('retry-failed re-sends a submit_unknown row with the original Idempotency-Key (no new job where it is honoured)', async () => {
