@@ -37,6 +37,12 @@ export const PATCH_SPEND_SAFETY = 'spend-safety';
  */
 export const PATCH_UNATTENDED = 'unattended';
 
+/**
+ * Issue 19: with `--verify strict`, a prompt whose downloaded video differs from its request ends failed with
+ * `video_mismatch` (the prompt's only new branch; the verification itself is the download activity's).
+ */
+export const PATCH_VERIFY_STRICT = 'verify-strict';
+
 /** A Retry-After longer than this is logged as suspicious (it is still honoured: a quota may reset hours later). */
 export const SUSPICIOUS_RETRY_AFTER_MS = 60 * 60_000;
 
