@@ -8,7 +8,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { CLIP_DURATIONS, CLIP_SIZES, clipName } from '../src/simulator/clips';
+import { CLIP_DURATIONS, CLIP_SIZES, clipName } from '../src/simulator/test-clips';
 
 const dir = fileURLToPath(new URL('../src/simulator/clips/', import.meta.url));
 mkdirSync(dir, { recursive: true });

@@ -2,7 +2,7 @@
 // resolution, or of another duration than the submit asked for. Decided once, when the job is made, by the
 // dice (`videoTruncated`, `videoWrongResolution`, `videoWrongDuration`) or by words in the prompt
 // (`truncatedWords`, ...), so every download of the job gets the same bytes.
-import { clip, CLIP_SIZES, DEFAULT_CLIP, stamped } from './clips';
+import { clip, CLIP_SIZES, DEFAULT_CLIP, stamped } from './test-clips';
 import type { FaultKind, FaultOptions } from './state';
 
 export type VideoFault = 'truncated' | 'wrong_resolution' | 'wrong_duration';

@@ -1,4 +1,4 @@
-// The simulator's videos (src/simulator/clips.ts, video-faults.ts) over real HTTP: the clip of the asked
+// The simulator's videos (src/simulator/test-clips.ts, video-faults.ts) over real HTTP: the clip of the asked
 // resolution and duration, bytes of its own per job, and the video faults by share of jobs.
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

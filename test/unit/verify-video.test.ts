@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { askedHeight, askedOf, durationTolerance, verifyVideo } from '../../src/results/verify-video';
-import { clip, CLIP_DURATIONS, CLIP_SIZES, stamped } from '../../src/simulator/clips';
+import { clip, CLIP_DURATIONS, CLIP_SIZES, stamped } from '../../src/simulator/test-clips';
 import { videoBytes } from '../../src/simulator/video-faults';
 import { tinyMp4 } from '../../src/simulator/mp4';
 
