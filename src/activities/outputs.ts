@@ -1,11 +1,13 @@
-// What a batch leaves on the worker's disk: downloadVideo (a finished video, verified) and recordResults (rows
-// appended to the batch's manifest, each once however often the activity is retried).
+// What a batch leaves on the worker's disk: downloadVideo (a finished video, verified, then checked against its
+// row's request) and recordResults (rows appended to the batch's manifest, each once however often the activity
+// is retried).
 import { basename, dirname, resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
-import type { DownloadedVideo, PromptResult } from '../contract/types';
+import type { DownloadedVideo, PromptResult, Verification } from '../contract/types';
 import { DownloadError } from '../errors';
 import { downloadVerified } from '../results/download';
 import { appendResults, manifestPath } from '../results/manifest';
+import { askedOf, verifyVideo } from '../results/verify-video';
 import { allowedFile, allowedPath, type PathRoots } from './paths';
 import { downloadFailed } from './to-failure';
 
@@ -19,11 +21,14 @@ export function createOutputActivities(outRoot: string, roots?: PathRoots) {
       url,
       dir,
       name,
+      parameters,
     }: {
       url: string;
       dir: string;
       name: string;
-    }): Promise<DownloadedVideo> {
+      /** The row's `parameters` (absent in histories from before issue 19: the container alone is checked). */
+      parameters?: Record<string, unknown>;
+    }): Promise<DownloadedVideo & { verification: Verification }> {
       try {
         const target = await allowedFile(dir, name, 'download', roots);
         // A stopping worker cancels its activities after the grace: a download stops there (and resumes
@@ -31,7 +36,8 @@ export function createOutputActivities(outRoot: string, roots?: PathRoots) {
         const { file, sha256, bytes } = await downloadVerified(url, dirname(target), basename(target), {
           signal: Context.current().cancellationSignal,
         });
-        return { file, sha256, bytes };
+        // A mismatch is reported, never thrown: retrying cannot change what the gateway made (issue 19).
+        return { file, sha256, bytes, verification: await verifyVideo(file, askedOf(parameters)) };
       } catch (err) {
         if (err instanceof DownloadError) throw downloadFailed(err);
         throw err;

@@ -9,6 +9,7 @@ import {
   DEFAULT_PAUSE_AFTER_UNKNOWN,
   DEFAULT_SUBMIT_TIMEOUT_MS,
   DEFAULT_UNREACHABLE_PAUSE_MS,
+  type VerifyMode,
 } from '../contract/types';
 import { fraction, numberIn, positive, positiveSeconds, seconds, wholeNumber } from './support';
 
@@ -124,6 +125,19 @@ export function addSpendSafetyFlags(command: Command): Command {
     );
 }
 
+/**
+ * `--verify`: what a downloaded video that differs from its request does (README "Verification of downloaded
+ * videos"). `run` has it; `retry-failed` too, and without it a retry keeps the original batch's mode.
+ */
+export function verifyOption(): Option {
+  return new Option(
+    '--verify <mode>',
+    'with --download, each video is checked against its row (duration, resolution): flag records a mismatch on the row (default); strict also ends the row as failed with code video_mismatch (job and file kept; never re-submitted by itself: `retry-failed --code video_mismatch` regenerates it)',
+  )
+    .env('VIDBATCH_VERIFY')
+    .choices(['flag', 'strict']);
+}
+
 /** A priority: a whole number from 1 to 5. */
 const oneToFive = numberIn({ whole: true, min: 1, max: 5 });
 
@@ -158,5 +172,6 @@ export function scheduleAndSpendOptions(o: Record<string, unknown>): StartBatchO
     ...(o.sharedBudget ? { sharedBudget: true } : {}),
     ...(o.priority !== undefined ? { priority: o.priority as number } : {}),
     ...(o.weight !== undefined ? { weight: o.weight as number } : {}),
+    ...(o.verify !== undefined ? { verify: o.verify as VerifyMode } : {}),
   };
 }

@@ -222,9 +222,13 @@ export async function retryFailed(
   const manifest = await findManifest(session.client, batchId, outRoot);
   const csv = await failedRowsCsv(manifest, dirname(manifest), batchId, code);
   if (csv.rows === 0) return undefined;
+  // Issue 19: the retry downloads (under the same root) and verifies as the original batch did, unless told.
+  const original = (await previousInput(session.client, batchId))?.options;
   const started = await startBatch(session, csv.path, {
     outDir: outRoot,
-    ...start,
+    ...(original?.downloadDir ? { downloadDir: dirname(original.downloadDir) } : {}),
+    ...(original?.verify ? { verify: original.verify } : {}),
+    ...definedOnly(start),
     retryOf: batchId,
     priorOutDir: dirname(manifest),
   });

@@ -44,6 +44,12 @@ export const PATCH_UNATTENDED = 'unattended';
  */
 export const PATCH_UNKNOWN_WHOLE_LIFE = 'unknown-whole-life';
 
+/**
+ * Issue 19: with `--verify strict`, a prompt whose downloaded video differs from its request ends failed with
+ * `video_mismatch` (the prompt's only new branch; the verification itself is the download activity's).
+ */
+export const PATCH_VERIFY_STRICT = 'verify-strict';
+
 /** A Retry-After longer than this is logged as suspicious (it is still honoured: a quota may reset hours later). */
 export const SUSPICIOUS_RETRY_AFTER_MS = 60 * 60_000;
 

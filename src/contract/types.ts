@@ -91,6 +91,8 @@ export interface BatchOptions {
   pauseAfterUnknown?: number;
   /** Pause the batch when submits could not be sent for this long (connection refused, DNS, ...). */
   unreachablePauseMs?: number;
+  /** Issue 19: what a downloaded video that differs from its request does to the row (default `flag`). */
+  verify?: VerifyMode;
 }
 
 /** What a prompt does after a submit whose outcome is unknown (it may have created a billed job). */
@@ -121,6 +123,7 @@ export function promptSpendOptions(
   | 'priority'
   | 'weight'
   | 'unreachablePauseMs'
+  | 'verify'
 > {
   return {
     ...(options.onUnknownSubmit ? { onUnknownSubmit: options.onUnknownSubmit } : {}),
@@ -131,6 +134,7 @@ export function promptSpendOptions(
     ...(options.priority !== undefined ? { priority: options.priority } : {}),
     ...(options.weight !== undefined ? { weight: options.weight } : {}),
     ...(options.unreachablePauseMs !== undefined ? { unreachablePauseMs: options.unreachablePauseMs } : {}),
+    ...(options.verify ? { verify: options.verify } : {}),
   };
 }
 
@@ -218,6 +222,8 @@ export interface PromptResult extends RowFields {
   sha256?: string;
   bytes?: number;
   downloadError?: string;
+  /** Issue 19: the downloaded file checked against the row's duration and resolution (absent: not downloaded). */
+  verification?: Verification;
   // Spend safety (issue 10, helper A).
   /** Submits of this row whose outcome was unknown: each may have created a billed job (absent: none). */
   unknownSubmits?: number;
@@ -328,6 +334,8 @@ export interface PromptInput {
   priorUnknownSubmits?: number;
   /** Issue 17, retry-failed: the original batch's id, so a re-sent row carries the original Idempotency-Key. */
   keyBatchId?: string;
+  /** Issue 19: `strict` ends a row whose downloaded video differs from its request as `video_mismatch`. */
+  verify?: VerifyMode;
 }
 
 /** A verified download of a finished video. */
@@ -336,6 +344,27 @@ export interface DownloadedVideo {
   sha256: string;
   bytes: number;
 }
+
+/**
+ * A downloaded video parsed and checked against what its row asked (src/results/verify-video.ts). `problems`
+ * are human-readable ("duration 3.0 s, asked 5 s (tolerance 0.5 s)", "height 480, asked 720P",
+ * "not a valid MP4: ..."); `ok` when there are none.
+ */
+export interface Verification {
+  ok: boolean;
+  durationSeconds?: number;
+  width?: number;
+  height?: number;
+  codec?: string;
+  audio?: boolean;
+  problems: string[];
+}
+
+/** `--verify`: `flag` (default) records a mismatch on the row; `strict` also ends the row as `video_mismatch`. */
+export type VerifyMode = 'flag' | 'strict';
+
+/** Code of a row whose downloaded video does not match its request (`--verify strict`); job and file are kept. */
+export const VIDEO_MISMATCH_CODE = 'video_mismatch';
 
 export interface BatchProgress {
   batchId: string;

@@ -10,8 +10,9 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { request } from 'undici';
 import { DownloadError } from '../errors';
-import type { DownloadedVideo } from '../contract/types';
+import type { DownloadedVideo, Verification } from '../contract/types';
 import { readManifest } from './manifest';
+import { askedOf, verifyVideo } from './verify-video';
 
 async function size(path: string): Promise<number | undefined> {
   return stat(path).then(
@@ -144,11 +145,14 @@ export interface DownloadReport {
   bytes?: number;
   reused?: boolean;
   error?: string;
+  /** The file checked against the row's duration and resolution (verify-video.ts). */
+  verification?: Verification;
 }
 
 /**
  * Downloads every succeeded row's video into `dir` (`<rowId>.mp4`), `concurrency` at a time, verifying each and
- * skipping files already verified; writes `downloads.jsonl` there and returns one report per row.
+ * skipping files already verified, and checks each against its row (`verification`); writes `downloads.jsonl`
+ * there and returns one report per row.
  */
 export async function downloadBatch(
   manifest: string,
@@ -167,7 +171,8 @@ export async function downloadBatch(
           const got = await downloadVerified(row.url!, dir, `${row.rowId}.mp4`, {
             expectedSha256: row.sha256,
           });
-          report = { rowId: row.rowId, ...got };
+          const verification = await verifyVideo(got.file, askedOf(row.parameters));
+          report = { rowId: row.rowId, ...got, verification };
           break;
         } catch (err) {
           report = { rowId: row.rowId, error: (err as Error).message };

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import type { PromptResult } from '../contract/types';
 import { readManifest } from './manifest';
+import { summarizeVerification, verificationCell, type VerificationSummary } from './verification-summary';
 
 /** The columns of an input CSV that reproduce a row exactly (input.* and parameters.* included). */
 export function inputRows(results: PromptResult[]): string[][] {
@@ -57,6 +58,8 @@ export interface ExportedResults {
   succeeded: number;
   failed: number;
   files: string[];
+  /** Downloaded videos checked against their rows (issue 19). */
+  verification: VerificationSummary;
 }
 
 /**
@@ -84,12 +87,24 @@ export async function exportResults(
     await write('failed.jsonl', jsonl(failed));
   } else {
     const table = (rows: PromptResult[]) =>
-      stringify([[...RESULT_COLUMNS], ...rows.map((r) => RESULT_COLUMNS.map((c) => String(r[c] ?? '')))]);
+      stringify([
+        [...RESULT_COLUMNS, 'file', 'verification'],
+        ...rows.map((r) => [
+          ...RESULT_COLUMNS.map((c) => String(r[c] ?? '')),
+          r.file ?? '',
+          verificationCell(r),
+        ]),
+      ]);
     await write('succeeded.csv', table(succeeded));
     await write('failed.csv', stringify(inputRows(failed)));
     await write('failed-errors.csv', table(failed));
   }
-  return { succeeded: succeeded.length, failed: failed.length, files };
+  return {
+    succeeded: succeeded.length,
+    failed: failed.length,
+    files,
+    verification: summarizeVerification(results),
+  };
 }
 
 /** Writes an input CSV of the failed rows (optionally of one error code) and returns its path and row count. */

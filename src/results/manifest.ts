@@ -7,6 +7,7 @@ import { appendFile, mkdir, open, readFile, stat, truncate } from 'node:fs/promi
 import { join } from 'node:path';
 import type { PromptResult } from '../contract/types';
 import { readJsonl } from './jsonl';
+import { summarizeVerification, type VerificationSummary } from './verification-summary';
 
 export const MANIFEST_FILE = 'manifest.jsonl';
 
@@ -98,6 +99,8 @@ export interface ManifestSummary {
   unknownSubmitRows: number;
   /** Failed rows per error code. */
   failedByCode: Record<string, number>;
+  /** Downloaded videos checked against their rows (issue 19). */
+  verification: VerificationSummary;
 }
 
 export async function summarizeManifest(path: string): Promise<ManifestSummary> {
@@ -115,5 +118,6 @@ export async function summarizeManifest(path: string): Promise<ManifestSummary> 
     failed: rows.filter((r) => r.status === 'failed').length,
     unknownSubmitRows: rows.filter((r) => (r.unknownSubmits ?? 0) > 0).length,
     failedByCode,
+    verification: summarizeVerification(rows),
   };
 }

@@ -2,7 +2,7 @@
 // line wins) and the jobs journal (every job a submit made or may have made). readRows attaches it to each row,
 // so a re-run skips rows that succeeded and checks known jobs before paying again. Folders are read
 // incrementally: a batch of 100k rows re-reads only what was appended since the last page.
-import type { PriorOutcome, PromptResult } from '../contract/types';
+import { VIDEO_MISMATCH_CODE, type PriorOutcome, type PromptResult } from '../contract/types';
 import { journalPath, type JournalEntry } from './jobs-journal';
 import { JsonlTail } from './jsonl';
 import { manifestPath } from './manifest';
@@ -64,17 +64,23 @@ export class PriorFold {
     if (e.unknown || e.jobId) row.posts += 1;
   }
 
-  /** What is known of a row; `withStatus` false leaves out its final state (another batch's folder). */
+  /**
+   * What is known of a row; `withStatus` false leaves out its final state (another batch's folder: the batch
+   * retry-failed retries). There, a row that ended `video_mismatch` offers no job: its job completed and its
+   * video was judged wrong, so checking it would only fetch the same video; the retry pays for a new one, with
+   * a key generation the gateway has not seen.
+   */
   get(rowId: string, withStatus = true): PriorOutcome | undefined {
     const row = this.rows.get(rowId);
     if (!row) return undefined;
     const unknownSubmits = Math.max(row.manifestUnknown, row.journalUnknown);
+    const regenerate = !withStatus && row.status === 'failed' && row.errorCode === VIDEO_MISMATCH_CODE;
     return {
       ...(withStatus && row.status ? { status: row.status } : {}),
       ...(withStatus && row.errorCode ? { errorCode: row.errorCode } : {}),
-      ...(row.jobId ? { jobId: row.jobId, jobGeneration: row.jobGeneration } : {}),
+      ...(row.jobId && !regenerate ? { jobId: row.jobId, jobGeneration: row.jobGeneration } : {}),
       ...(withStatus && row.url ? { url: row.url } : {}),
-      generation: row.generation,
+      generation: regenerate ? Math.max(row.generation, row.jobGeneration + 1) : row.generation,
       ...(unknownSubmits ? { unknownSubmits } : {}),
       ...(row.posts ? { posts: row.posts } : {}),
     };

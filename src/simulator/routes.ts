@@ -3,7 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { parseRetryAfter } from '../gateway/retry-after';
-import { tinyMp4 } from './mp4';
+import { videoBytes } from './video-faults';
 import {
   CHAT_MODELS,
   RESOLUTIONS,
@@ -369,7 +369,7 @@ export function createRequestHandler(ctx: RouteContext): (req: IncomingMessage, 
     const expires = Number(query.get('expires') ?? 0);
     if (!job || state.jobStatus(job) !== 'completed') throw new HttpError(404, 'not_found', 'No such file.');
     if (expires && state.now() > expires) throw new HttpError(410, 'expired', 'This link has expired.');
-    const bytes = tinyMp4(job.id);
+    const bytes = videoBytes(job);
     res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': bytes.length });
     res.end(bytes);
     return 200;

@@ -2,6 +2,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { rollBadAnswer, type BadJobAnswer } from './job-faults';
+import { chooseVideoFault, type VideoFault } from './video-faults';
 
 /** Faults that can be rolled per request; each field is a probability in [0, 1]. */
 export interface FaultProbabilities {
@@ -29,6 +30,12 @@ export interface FaultProbabilities {
   jobNoUrl: number;
   /** Every status query of a job answers HTTP 500 (rolled once per job). */
   jobError5xx: number;
+  /** A completed job's file is cut short (rolled once per job; video-faults.ts). */
+  videoTruncated: number;
+  /** A completed job's video has another resolution than asked (rolled once per job). */
+  videoWrongResolution: number;
+  /** A completed job's video has another duration than asked (rolled once per job). */
+  videoWrongDuration: number;
 }
 
 export type FaultKind = keyof FaultProbabilities;
@@ -47,6 +54,10 @@ export interface FaultOptions extends FaultProbabilities {
   slowMs: number;
   /** Prompts containing any of these words (case-insensitive) end as failed with `content_moderation`. */
   moderationWords: string[];
+  /** Prompts containing any of these words (case-insensitive) get a truncated, wrong-resolution or wrong-duration video. */
+  truncatedWords: string[];
+  wrongResolutionWords: string[];
+  wrongDurationWords: string[];
   /** Which /v1 requests the request faults hit: all, only job submissions, or only status queries. */
   scope: 'all' | 'submit' | 'status';
   /** Every 429 (rate limit, running-jobs cap, injected) carries a Retry-After of at least this many seconds. */
@@ -139,6 +150,11 @@ export interface Job {
   resultDelivered?: boolean;
   /** This job answers every status query badly (job-faults.ts). */
   badAnswer?: BadJobAnswer;
+  /** What the submit asked for (`parameters`), which the served video matches unless `videoFault` says. */
+  resolution?: string;
+  duration?: number;
+  /** This job's video is not what was asked (video-faults.ts). */
+  videoFault?: VideoFault;
 }
 
 /** mulberry32: small, fast, seedable; good enough for fault dice. */
@@ -168,6 +184,12 @@ export const DEFAULT_FAULTS: FaultOptions = {
   jobFailure: 0,
   jobNoUrl: 0,
   jobError5xx: 0,
+  videoTruncated: 0,
+  videoWrongResolution: 0,
+  videoWrongDuration: 0,
+  truncatedWords: [],
+  wrongResolutionWords: [],
+  wrongDurationWords: [],
   scope: 'all',
   retryAfterMinSeconds: 0,
 };
@@ -241,7 +263,7 @@ export class SimulatorState {
   ) {
     const { faults, seed, now, holdUntil, ...runtime } = options;
     this.options = runtime;
-    this.faults = { ...DEFAULT_FAULTS, moderationWords: [] };
+    this.faults = structuredClone(DEFAULT_FAULTS);
     this.setFaults(faults ?? {});
     this.random = prng(seed);
     this.now = now ?? Date.now;
@@ -366,7 +388,15 @@ export class SimulatorState {
     return this.jobs.get(jobId);
   }
 
-  createJob(keyId: string, body: { model: string; input: { prompt: string } }, idempotencyKey?: string): Job {
+  createJob(
+    keyId: string,
+    body: {
+      model: string;
+      input: { prompt: string };
+      parameters?: { resolution?: string | undefined; duration?: number | undefined };
+    },
+    idempotencyKey?: string,
+  ): Job {
     const now = this.now();
     const { jobSeconds, jobJitterSeconds } = this.options;
     const seconds = Math.max(0.05, jobSeconds + jobJitterSeconds * (2 * this.random() - 1));
@@ -399,6 +429,9 @@ export class SimulatorState {
       idDelivered: false,
       resultDelivered: false,
       ...rollBadAnswer((fault) => this.roll(fault)),
+      ...(body.parameters?.resolution ? { resolution: body.parameters.resolution } : {}),
+      ...(body.parameters?.duration !== undefined ? { duration: body.parameters.duration } : {}),
+      ...(moderated ? {} : chooseVideoFault(prompt, this.faults, (fault) => this.roll(fault))),
     };
     this.jobs.set(job.id, job);
     this.stats.jobsCreated += 1;
@@ -458,6 +491,7 @@ export class SimulatorState {
     let completedJobsNeverDelivered = 0;
     let statusChecks = 0;
     const badAnswers: Record<string, string[]> = {};
+    const videoFaults: Record<string, string[]> = {};
     const checks: number[] = [];
     for (const job of this.jobs.values()) {
       if (job.idempotencyKey)
@@ -472,6 +506,7 @@ export class SimulatorState {
       if (finished && job.outcome.status === 'completed' && job.resultDelivered === false)
         completedJobsNeverDelivered += 1;
       if (job.badAnswer) (badAnswers[job.badAnswer] ??= []).push(job.id);
+      if (job.videoFault) (videoFaults[job.videoFault] ??= []).push(job.id);
       statusChecks += job.checks ?? 0;
       checks.push(job.checks ?? 0);
     }
@@ -512,6 +547,8 @@ export class SimulatorState {
       statusChecksPerJob: histogram(checks),
       /** Jobs that answer every status query badly, by kind (job-faults.ts). */
       jobsWithBadAnswers: badAnswers,
+      /** Jobs whose video is not what was asked, by kind (video-faults.ts). */
+      jobsWithVideoFaults: videoFaults,
       holdUntil: this.holdUntil ? new Date(this.holdUntil).toISOString() : null,
     };
   }
@@ -534,8 +571,14 @@ export const faultsSchema = z
     jobFailure: probability,
     jobNoUrl: probability,
     jobError5xx: probability,
+    videoTruncated: probability,
+    videoWrongResolution: probability,
+    videoWrongDuration: probability,
     slowMs: z.number().min(0),
     moderationWords: z.array(z.string()),
+    truncatedWords: z.array(z.string()),
+    wrongResolutionWords: z.array(z.string()),
+    wrongDurationWords: z.array(z.string()),
     scope: z.enum(['all', 'submit', 'status']),
     retryAfterMinSeconds: z.number().min(0),
   })

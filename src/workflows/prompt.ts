@@ -28,6 +28,7 @@ import {
   FailureType,
   PATCH_SPEND_SAFETY,
   PATCH_UNATTENDED,
+  PATCH_VERIFY_STRICT,
   RETRY_POLICIES,
 } from '../contract/failures';
 import {
@@ -51,6 +52,7 @@ import {
   type RowFields,
   type SubmitResult,
   unreachableRetryMs,
+  VIDEO_MISMATCH_CODE,
 } from '../contract/types';
 
 function applicationFailure(err: unknown): ApplicationFailure | undefined {
@@ -314,9 +316,21 @@ async function download(input: PromptInput, url: string): Promise<Partial<Prompt
     retry: RETRY_POLICIES.downloadVideo,
   });
   try {
-    return await downloadVideo.executeWithOptions({ summary: `download ${input.row.id}.mp4` }, [
-      { url, dir: input.downloadDir!, name: `${input.row.id}.mp4` },
+    const got = await downloadVideo.executeWithOptions({ summary: `download ${input.row.id}.mp4` }, [
+      { url, dir: input.downloadDir!, name: `${input.row.id}.mp4`, parameters: input.row.parameters },
     ]);
+    // Issue 19: with --verify strict a video that differs from its request ends the row failed, its job id,
+    // URL and file kept; nothing is submitted again unless `retry-failed --code video_mismatch` asks.
+    const { verification } = got;
+    if (input.verify === 'strict' && verification && !verification.ok && patched(PATCH_VERIFY_STRICT)) {
+      return {
+        ...got,
+        status: 'failed',
+        errorCode: VIDEO_MISMATCH_CODE,
+        errorMessage: `the video differs from the request: ${verification.problems.join('; ')}`,
+      };
+    }
+    return got;
   } catch (err) {
     const failure = applicationFailure(err);
     return { downloadError: failure?.message ?? String(err) };

@@ -32,6 +32,10 @@ export function registerDownloadCommand(program: Command): void {
         `${reports.length - failed.length} videos verified in ${dir} (${reports.filter((r) => r.reused).length} already there), ${failed.length} failed`,
       );
       for (const f of failed) console.error(`  ${f.rowId}: ${f.error}`);
+      const mismatched = reports.filter((r) => r.verification && !r.verification.ok);
+      if (mismatched.length)
+        console.log(`${mismatched.length} not as asked (downloads.jsonl has the details):`);
+      for (const m of mismatched) console.log(`  ${m.rowId}: ${m.verification!.problems.join('; ')}`);
       process.exitCode = failed.length ? EXIT.rowsFailed : EXIT.ok;
     });
 }

@@ -4,6 +4,7 @@ import { type Command, Option } from 'commander';
 import { findManifest } from '../../client/batch-status';
 import { resolveBatchId } from '../../client/batches';
 import { exportResults } from '../../results/export';
+import { verificationLines } from '../../results/verification-summary';
 import { batchArg, withSession } from '../support';
 
 export function registerResultsCommand(program: Command): void {
@@ -25,10 +26,12 @@ export function registerResultsCommand(program: Command): void {
         const manifest = await withSession((s) => findManifest(s.client, batchId, o.outRoot));
         const exported = await exportResults(manifest, o.dir ?? dirname(manifest), o.format);
         if (o.json) console.log(JSON.stringify(exported, null, 2));
-        else
+        else {
           console.log(
             `${exported.succeeded} succeeded, ${exported.failed} failed:\n${exported.files.map((f) => `  ${f}`).join('\n')}`,
           );
+          for (const line of verificationLines(exported.verification)) console.log(line);
+        }
       },
     );
 }

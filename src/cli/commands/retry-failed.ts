@@ -1,11 +1,25 @@
 // `vidbatch retry-failed`: a new batch from the failed rows of one (the library's retryFailed: each row first
 // checks the job the original batch made for it), started and followed like `run` (a worker runs here unless
 // TEMPORAL_ADDRESS is set; --detach needs a server that outlives the command).
+import { dirname, join } from 'node:path';
 import { type Command, Option } from 'commander';
 import { resolveBatchId, retryFailed } from '../../client/batches';
-import { addScheduleFlags, addSpendSafetyFlags, givenOptions, scheduleAndSpendOptions } from '../batch-flags';
+import {
+  addScheduleFlags,
+  addSpendSafetyFlags,
+  givenOptions,
+  scheduleAndSpendOptions,
+  verifyOption,
+} from '../batch-flags';
 import { followInTerminal, openBatchSession } from '../follow';
 import { batchArg } from '../support';
+import { manifestPath, readManifest } from '../../results/manifest';
+
+/** The download roots (`<root>/<batch-id>/<row>.mp4`) of a batch's downloaded videos, from its manifest. */
+async function downloadRootsOf(manifest: string): Promise<string[]> {
+  const rows = await readManifest(manifest).catch(() => []);
+  return [...new Set(rows.flatMap((r) => (r.file ? [dirname(dirname(r.file))] : [])))];
+}
 
 export function registerRetryFailedCommand(program: Command): void {
   const command = program
@@ -29,6 +43,7 @@ export function registerRetryFailedCommand(program: Command): void {
   addScheduleFlags(command);
   addSpendSafetyFlags(command);
   command
+    .addOption(verifyOption())
     .option(
       '--detach',
       'start the new batch and exit; needs TEMPORAL_ADDRESS or a running `vidbatch server`, and workers',
@@ -39,7 +54,13 @@ export function registerRetryFailedCommand(program: Command): void {
       const batchId = await resolveBatchId(ref);
       const code = o.code as string | undefined;
       const outRoot = o.outRoot as string;
-      const session = await openBatchSession({ simulate: false, detach: !!o.detach });
+      // The retry downloads where the original did (retryFailed): this command's worker may write there.
+      const downloadRoots = await downloadRootsOf(manifestPath(join(outRoot, batchId)));
+      const session = await openBatchSession({
+        simulate: false,
+        detach: !!o.detach,
+        ...(downloadRoots.length ? { allow: { download: downloadRoots } } : {}),
+      });
       try {
         let rows = 0;
         let csvPath = '';

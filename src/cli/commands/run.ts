@@ -9,7 +9,13 @@ import { CsvValidationError } from '../../errors';
 import { loadCsv } from '../../input/csv';
 import { plan } from '../../input/plan';
 import { followInTerminal, openBatchSession } from '../follow';
-import { addScheduleFlags, addSpendSafetyFlags, givenOptions, scheduleAndSpendOptions } from '../batch-flags';
+import {
+  addScheduleFlags,
+  addSpendSafetyFlags,
+  givenOptions,
+  scheduleAndSpendOptions,
+  verifyOption,
+} from '../batch-flags';
 import { fail, fraction, nonNegative, positiveSeconds, positiveWhole } from '../support';
 
 export function registerRunCommand(program: Command): void {
@@ -62,6 +68,7 @@ export function registerRunCommand(program: Command): void {
         'root of the download folders: each video goes to <dir>/<batch-id>/<row-id>.mp4 as soon as its job completes, verified (sha256 in the manifest)',
       ).env('VIDBATCH_DOWNLOAD_DIR'),
     )
+    .addOption(verifyOption())
     .addOption(
       new Option('--max-failures <n>', 'guard rail: stop submitting once this many rows failed')
         .env('VIDBATCH_MAX_FAILURES')

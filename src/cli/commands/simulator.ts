@@ -3,6 +3,14 @@ import { type Command, Option } from 'commander';
 import { startSimulator } from '../../simulator/server';
 import { fraction, nonNegative, number, port, waitForCtrlC, wholeNumber } from '../support';
 
+/** A comma-separated list of words, trimmed, empty ones dropped. */
+function words(list: unknown): string[] {
+  return String(list)
+    .split(',')
+    .map((w) => w.trim())
+    .filter(Boolean);
+}
+
 export function registerSimulatorCommand(program: Command): void {
   program
     .command('simulator')
@@ -137,6 +145,45 @@ export function registerSimulatorCommand(program: Command): void {
     .addOption(
       new Option('--moderation-words <words>', 'comma-separated words that fail moderation').default(''),
     )
+    .addOption(
+      new Option('--fault-video-truncated <p>', "probability that a completed job's file is cut short")
+        .argParser(fraction)
+        .default(0),
+    )
+    .addOption(
+      new Option(
+        '--fault-video-resolution <p>',
+        "probability that a completed job's video has another resolution than asked",
+      )
+        .argParser(fraction)
+        .default(0),
+    )
+    .addOption(
+      new Option(
+        '--fault-video-duration <p>',
+        "probability that a completed job's video is 5 s longer or shorter than asked",
+      )
+        .argParser(fraction)
+        .default(0),
+    )
+    .addOption(
+      new Option(
+        '--truncated-words <words>',
+        'comma-separated words: those prompts get a truncated file',
+      ).default(''),
+    )
+    .addOption(
+      new Option(
+        '--wrong-resolution-words <words>',
+        'comma-separated words: those prompts get a video of another resolution',
+      ).default(''),
+    )
+    .addOption(
+      new Option(
+        '--wrong-duration-words <words>',
+        'comma-separated words: those prompts get a video of another duration',
+      ).default(''),
+    )
     .action(async (o: Record<string, unknown>) => {
       const sim = await startSimulator({
         port: o.port as number,
@@ -169,10 +216,13 @@ export function registerSimulatorCommand(program: Command): void {
           jobFailure: o.faultJobFailure as number,
           jobNoUrl: o.faultJobNoUrl as number,
           jobError5xx: o.faultJob5xx as number,
-          moderationWords: String(o.moderationWords)
-            .split(',')
-            .map((w) => w.trim())
-            .filter(Boolean),
+          moderationWords: words(o.moderationWords),
+          videoTruncated: o.faultVideoTruncated as number,
+          videoWrongResolution: o.faultVideoResolution as number,
+          videoWrongDuration: o.faultVideoDuration as number,
+          truncatedWords: words(o.truncatedWords),
+          wrongResolutionWords: words(o.wrongResolutionWords),
+          wrongDurationWords: words(o.wrongDurationWords),
         },
       });
       console.log(`Model Gateway simulator listening.`);

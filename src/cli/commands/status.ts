@@ -3,6 +3,7 @@ import { type Command } from 'commander';
 import { batchStatus, type BatchStatus } from '../../client/batch-status';
 import { resolveBatchId } from '../../client/batches';
 import { historyStats } from '../../client/history-stats';
+import { verificationLines } from '../../results/verification-summary';
 import { progressLine } from '../progress-view';
 import { batchArg, EXIT, spendSafetyLines, summaryLine, withSession } from '../support';
 
@@ -47,6 +48,7 @@ function printStatus(s: BatchStatus): void {
   else if (s.final)
     console.log(`manifest (final state per row): ${summaryLine({ ...s.final, total: s.final.rows }, false)}`);
   for (const line of spendSafetyLines(s.progress ?? s.result ?? s.final ?? {})) console.log(line);
+  for (const line of verificationLines(s.final?.verification)) console.log(line);
   if (s.budget) {
     const { share, rps, limit, batches } = s.budget;
     console.log(

@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { PriorFold } from '../../src/results/prior';
+import { promptResult } from '../fixtures/prompt-result';
+
+const at = '2030-01-01T00:00:00.000Z';
+
+describe('PriorFold: rows that ended video_mismatch (issue 19)', () => {
+  const fold = new PriorFold();
+  fold.record(
+    promptResult('m', {
+      status: 'failed',
+      errorCode: 'video_mismatch',
+      jobId: 'vid_1',
+      generation: 2,
+      polls: 1,
+      finishedAt: at,
+    }),
+  );
+  fold.record(
+    promptResult('d', {
+      status: 'failed',
+      errorCode: 'deadline_exceeded',
+      jobId: 'vid_2',
+      polls: 1,
+      finishedAt: at,
+    }),
+  );
+
+  it("offers retry-failed (another batch's folder) no job to check, and a key generation never used", () => {
+    expect(fold.get('m', false)).toEqual({ generation: 3 });
+    // Other failures keep their job: it may still have finished.
+    expect(fold.get('d', false)).toMatchObject({ jobId: 'vid_2', generation: 0 });
+  });
+
+  it('keeps the job for a re-run of the batch itself, which checks it and pays nothing', () => {
+    expect(fold.get('m')).toMatchObject({
+      status: 'failed',
+      errorCode: 'video_mismatch',
+      jobId: 'vid_1',
+      jobGeneration: 2,
+      generation: 2,
+    });
+  });
+});
