@@ -9,7 +9,7 @@ export function addPriceFlags(command: Command): Command {
     .addOption(
       new Option(
         '--price <model=amount>',
-        'your price per second of video for a model (`<model>=<amount>`, `<model>@<resolution>=<amount>`, `*` = any model); repeatable; replaces the prices file entry for the same model and resolution',
+        'your price per second of video for a model (`<model>=<amount>`, `<model>@<resolution>=<amount>`, `*` = any model); repeatable; replaces the prices file entry for the same model and resolution (no variable of its own: put prices in a file for VIDBATCH_PRICES)',
       ).argParser((value: string, previous: Price[] | undefined) => {
         try {
           return [...(previous ?? []), parsePriceFlag(value)];
