@@ -172,10 +172,15 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
   ): Promise<string | undefined> => {
     try {
       const dir = await allowedPath(input.outDir ?? resolve(outRoot, input.batchId), 'out', roots);
+      const { model, parameters } = input.row;
       await appendJournal(dir, {
         ...entry,
         generation: input.generation ?? 0,
         at: new Date().toISOString(),
+        // What the spend ledger prices a job by when its row has no manifest line yet.
+        model,
+        ...(typeof parameters.resolution === 'string' ? { resolution: parameters.resolution } : {}),
+        ...(typeof parameters.duration === 'number' ? { duration: parameters.duration } : {}),
       });
     } catch (err) {
       Context.current().log.warn('could not write the jobs journal', {

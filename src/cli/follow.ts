@@ -1,5 +1,6 @@
 // Starting a batch from the command line and following it on the terminal: what `run` and `retry-failed`
 // share (the session they need, --detach rules, progress, Ctrl-C, the summary and the exit code).
+import { dirname } from 'node:path';
 import type { PathRoots } from '../activities/paths';
 import { CancelledFailure, WorkflowFailedError } from '@temporalio/client';
 import { pollsHeldUntil } from '../client/batch-status';
@@ -8,6 +9,8 @@ import type { BatchProgress } from '../contract/types';
 import { openSession, type Session } from '../client/session';
 import type { SimulatorOptions } from '../simulator/server';
 import { ConfigError } from '../errors';
+import { computeLedger, formatLedger } from '../results/ledger';
+import type { Prices } from '../results/prices';
 import { startAndFollow } from '../starter';
 import { createProgressView } from './progress-view';
 import { EXIT, fail, spendSafetyLines, summaryLine } from './support';
@@ -56,6 +59,8 @@ export interface FollowInTerminal {
   json?: boolean;
   /** The first line: "Started batch ..." / "Attached to batch ...". */
   startedLine(started: StartedBatch): string;
+  /** The user's prices, for the ledger's estimated cost in the summary. */
+  prices?: Prices;
 }
 
 /** Starts or attaches, then follows with a progress view; prints the summary and sets the exit code. */
@@ -123,6 +128,13 @@ export async function followInTerminal(session: Session, f: FollowInTerminal): P
     else {
       console.log(`${batchId}: ${summaryLine(result, true)}`);
       for (const line of spendSafetyLines(result)) console.log(line);
+      // The ledger, when this process can read the batch's folder (a remote worker's may be elsewhere).
+      const ledger =
+        result.manifestPath &&
+        (await computeLedger(dirname(result.manifestPath), { rows: result.total, prices: f.prices }).catch(
+          () => undefined,
+        ));
+      if (ledger && (ledger.jobsMade || ledger.unknown)) console.log(formatLedger(ledger));
       if (result.stoppedReason)
         console.log(`Stopped early: ${result.stoppedReason}; ${result.notStarted} rows not submitted.`);
     }

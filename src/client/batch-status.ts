@@ -1,6 +1,6 @@
 // Reading batches that exist: where one stands, recent batches, where its manifest is. Asks the batch itself
 // (a query, which needs a worker) when it runs, and Temporal visibility for the rest.
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { FailureType } from '../contract/failures';
 import {
@@ -11,8 +11,11 @@ import {
   type BatchShare,
 } from '../contract/rate-budget';
 import type { BatchProgress, BatchResult } from '../contract/types';
+import { computeLedger, type Ledger } from '../results/ledger';
 import { manifestPath as manifestIn, summarizeManifest, type ManifestSummary } from '../results/manifest';
+import type { Prices } from '../results/prices';
 import { batchHandle, getProgress } from './batches';
+import { previousInput } from './rerun';
 
 export const PROMPT_STATES = ['submitting', 'running', 'blocked', 'succeeded', 'failed'] as const;
 
@@ -34,6 +37,8 @@ export interface BatchStatus {
   final?: ManifestSummary;
   /** With the shared budget (`run --shared-budget`): this batch's share of the gateway calls, from the learner. */
   budget?: BudgetShare;
+  /** Every job the gateway made for the batch (results/ledger.ts), when this process can read its folder. */
+  ledger?: Ledger;
 }
 
 export interface BudgetShare extends BatchShare {
@@ -72,7 +77,12 @@ export async function promptStateCounts(
 }
 
 /** Where a batch stands; `outRoot` locates its manifest when the batch cannot say (see findManifest). */
-export async function batchStatus(client: Client, batchId: string, outRoot = 'out'): Promise<BatchStatus> {
+export async function batchStatus(
+  client: Client,
+  batchId: string,
+  outRoot = 'out',
+  o: { prices?: Prices } = {},
+): Promise<BatchStatus> {
   const handle = batchHandle(client, batchId);
   const description = await handle.describe();
   const status: BatchStatus = {
@@ -97,6 +107,10 @@ export async function batchStatus(client: Client, batchId: string, outRoot = 'ou
   if (manifest) {
     const final = await summarizeManifest(manifest).catch(() => undefined);
     if (final?.rows) status.final = final;
+    const rows =
+      status.progress?.total ?? status.result?.total ?? (await previousInput(client, batchId))?.totalRows;
+    const ledger = await computeLedger(dirname(manifest), { rows, prices: o.prices }).catch(() => undefined);
+    if (ledger && (ledger.jobsMade || ledger.unknown)) status.ledger = ledger;
   }
   return status;
 }

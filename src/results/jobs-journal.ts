@@ -19,6 +19,10 @@ export interface JournalEntry {
   unknown?: true;
   /** ISO time of the entry. */
   at: string;
+  /** What the job was asked for (absent in journals from before the spend ledger): prices it when no manifest line does. */
+  model?: string;
+  resolution?: string;
+  duration?: number;
 }
 
 export function journalPath(outDir: string): string {

@@ -2,16 +2,29 @@
 import { dirname } from 'node:path';
 import { type Command, Option } from 'commander';
 import { findManifest } from '../../client/batch-status';
-import { resolveBatchId } from '../../client/batches';
+import { batchHandle, getProgress, resolveBatchId } from '../../client/batches';
+import { previousInput } from '../../client/rerun';
 import { exportResults } from '../../results/export';
 import { verificationLines } from '../../results/verification-summary';
+import { computeLedger, formatLedger } from '../../results/ledger';
+import type { Price } from '../../results/prices';
+import { addPriceFlags, pricesFrom } from '../price-flags';
 import { batchArg, withSession } from '../support';
 
+interface ResultsFlags {
+  format: 'csv' | 'jsonl';
+  dir?: string;
+  outRoot: string;
+  json?: boolean;
+  price?: Price[];
+  prices?: string;
+}
+
 export function registerResultsCommand(program: Command): void {
-  program
+  const command = program
     .command('results')
     .description(
-      "Export a batch's manifest as succeeded and failed files; the failed CSV is a valid input CSV.",
+      "Export a batch's manifest as succeeded and failed files; the failed CSV is a valid input CSV. Prints the spend ledger: every job the gateway made for the batch.",
     )
     .argument(...batchArg)
     .addOption(new Option('--format <fmt>', 'file format').choices(['csv', 'jsonl']).default('csv'))
@@ -19,19 +32,31 @@ export function registerResultsCommand(program: Command): void {
     .addOption(
       new Option('--out-root <dir>', 'root of the output folders').env('VIDBATCH_OUT_ROOT').default('out'),
     )
-    .option('--json', 'print a summary as JSON')
-    .action(
-      async (ref: string, o: { format: 'csv' | 'jsonl'; dir?: string; outRoot: string; json?: boolean }) => {
-        const batchId = await resolveBatchId(ref);
-        const manifest = await withSession((s) => findManifest(s.client, batchId, o.outRoot));
-        const exported = await exportResults(manifest, o.dir ?? dirname(manifest), o.format);
-        if (o.json) console.log(JSON.stringify(exported, null, 2));
-        else {
-          console.log(
-            `${exported.succeeded} succeeded, ${exported.failed} failed:\n${exported.files.map((f) => `  ${f}`).join('\n')}`,
-          );
-          for (const line of verificationLines(exported.verification)) console.log(line);
-        }
-      },
-    );
+    .option('--json', 'print a summary as JSON');
+  addPriceFlags(command).action(async (ref: string, o: ResultsFlags) => {
+    const prices = await pricesFrom(o);
+    const batchId = await resolveBatchId(ref);
+    const { manifest, rows } = await withSession(async (s) => {
+      const handle = batchHandle(s.client, batchId);
+      const state = (await handle.describe().catch(() => undefined))?.status.name;
+      // The batch's row count for the ledger: its progress, its result, else its input.
+      const total =
+        state === 'RUNNING'
+          ? (await getProgress(handle))?.total
+          : state === 'COMPLETED'
+            ? (await handle.result()).total
+            : (await previousInput(s.client, batchId))?.totalRows;
+      return { manifest: await findManifest(s.client, batchId, o.outRoot), rows: total };
+    });
+    const exported = await exportResults(manifest, o.dir ?? dirname(manifest), o.format);
+    const ledger = await computeLedger(dirname(manifest), { rows, prices });
+    if (o.json) console.log(JSON.stringify({ ...exported, ledger }, null, 2));
+    else
+    {
+      console.log(
+        `${exported.succeeded} succeeded, ${exported.failed} failed:\n${exported.files.map((f) => `  ${f}`).join('\n')}\n${formatLedger(ledger)}`,
+      );
+      for (const line of verificationLines(exported.verification)) console.log(line);
+    }
+  });
 }

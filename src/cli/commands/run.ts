@@ -8,7 +8,10 @@ import { DEFAULT_BATCH_OPTIONS } from '../../contract/types';
 import { CsvValidationError } from '../../errors';
 import { loadCsv } from '../../input/csv';
 import { plan } from '../../input/plan';
+import { estimateRows } from '../../results/prices';
 import { followInTerminal, openBatchSession } from '../follow';
+import { addPriceFlags, pricesFrom } from '../price-flags';
+import { estimateLine } from './plan';
 import {
   addScheduleFlags,
   addSpendSafetyFlags,
@@ -100,10 +103,10 @@ export function registerRunCommand(program: Command): void {
       '--detach',
       'start (or find) the batch and exit without following it; needs TEMPORAL_ADDRESS or a running `vidbatch server`, and workers (`vidbatch worker`)',
     )
-    .option('--json', 'print the final result as JSON')
-    .action((csvPath: string, o: Record<string, unknown>, cmd: Command) =>
-      run(csvPath, givenOptions(cmd, o)),
-    );
+    .option('--json', 'print the final result as JSON');
+  addPriceFlags(command).action((csvPath: string, o: Record<string, unknown>, cmd: Command) =>
+    run(csvPath, givenOptions(cmd, o)),
+  );
 }
 
 async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
@@ -121,10 +124,19 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
     o.pollInterval ??= Math.max(500, simJobSeconds * 250);
   }
   // Validate before starting any server: nothing is submitted from a file with errors.
+  const prices = await pricesFrom(o);
   const parsed = await loadCsv(csvPath);
   if (parsed.problems.length) fail(new CsvValidationError(parsed.problems));
   if (o.dryRun) {
-    console.log(JSON.stringify({ batchId: batchIdFor(parsed), ...plan(parsed.rows) }, null, 2));
+    const estimate = prices && estimateRows(parsed.rows, prices);
+    console.log(
+      JSON.stringify(
+        { batchId: batchIdFor(parsed), ...plan(parsed.rows), ...(estimate ? { estimate } : {}) },
+        null,
+        2,
+      ),
+    );
+    if (estimate) console.error(estimateLine(parsed.rows.length, estimate));
     return;
   }
   // An in-process worker may read this CSV wherever it is, and write where this command was told to.
@@ -139,6 +151,7 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
       start: () => startBatch(session, csvPath, batchOptionsFrom(o), parsed),
       detach: !!o.detach,
       json: !!o.json,
+      prices,
       startedLine: ({ batchId, attached }) =>
         `${attached ? 'Attached to' : 'Started'} batch ${batchId} (${parsed.rows.length} prompts)`,
     });

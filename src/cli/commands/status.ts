@@ -4,24 +4,29 @@ import { batchStatus, type BatchStatus } from '../../client/batch-status';
 import { resolveBatchId } from '../../client/batches';
 import { historyStats } from '../../client/history-stats';
 import { verificationLines } from '../../results/verification-summary';
+import { formatLedger } from '../../results/ledger';
+import type { Price } from '../../results/prices';
+import { addPriceFlags, pricesFrom } from '../price-flags';
 import { progressLine } from '../progress-view';
 import { batchArg, EXIT, spendSafetyLines, summaryLine, withSession } from '../support';
 
 export function registerStatusCommand(program: Command): void {
-  program
+  const command = program
     .command('status')
     .description(
-      'Where a batch stands: counts, throughput, ETA, rate limiting and gateway holds, pause reason, rows that may have been billed more than once, rows skipped because an earlier run finished them.',
+      'Where a batch stands: counts, throughput, ETA, rate limiting and gateway holds, pause reason, rows that may have been billed more than once, rows skipped because an earlier run finished them, and the spend ledger (every job the gateway made for the batch).',
     )
     .argument(...batchArg)
     .option('--history', 'also count history events of the batch and its prompts (one fetch per workflow)')
-    .option('--json', 'print as JSON')
-    .action(async (ref: string, o: { json?: boolean; history?: boolean }) => {
+    .option('--json', 'print as JSON');
+  addPriceFlags(command).action(
+    async (ref: string, o: { json?: boolean; history?: boolean; price?: Price[]; prices?: string }) => {
+      const prices = await pricesFrom(o);
       const batchId = await resolveBatchId(ref);
       const [status, history] = await withSession(
         async (s) =>
           [
-            await batchStatus(s.client, batchId),
+            await batchStatus(s.client, batchId, undefined, { prices }),
             o.history ? await historyStats(s.client, batchId) : undefined,
           ] as const,
       );
@@ -36,7 +41,8 @@ export function registerStatusCommand(program: Command): void {
       }
       process.exitCode =
         status.workflowStatus === 'COMPLETED' || status.workflowStatus === 'RUNNING' ? EXIT.ok : EXIT.error;
-    });
+    },
+  );
 }
 
 function printStatus(s: BatchStatus): void {
@@ -49,6 +55,7 @@ function printStatus(s: BatchStatus): void {
     console.log(`manifest (final state per row): ${summaryLine({ ...s.final, total: s.final.rows }, false)}`);
   for (const line of spendSafetyLines(s.progress ?? s.result ?? s.final ?? {})) console.log(line);
   for (const line of verificationLines(s.final?.verification)) console.log(line);
+  if (s.ledger) console.log(formatLedger(s.ledger));
   if (s.budget) {
     const { share, rps, limit, batches } = s.budget;
     console.log(
