@@ -1,10 +1,15 @@
 // review.html: one self-contained page (inline CSS and JS, no network but the videos), so it works offline
-// from the file system. The script and style live in page.js and page.css next to this file; the data is
+// from the file system. The script and style live in page-script.js and page-style.css next to this file (not page.js:
+// an import of './page' would resolve to it); the data is
 // embedded as JSON in a non-executed script element, escaped so no user text can close it.
 import { readFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { ReviewData } from './data';
 
-const asset = (name: string) => readFile(new URL(`./${name}`, import.meta.url), 'utf8');
+// A path, not `new URL('./…', import.meta.url)`: bundlers and Vite would turn that into an import of the file.
+const HERE = dirname(fileURLToPath(import.meta.url));
+const asset = (name: string) => readFile(join(HERE, name), 'utf8');
 
 /** JSON safe inside <script>: `<` escaped (no `</script>`, no `<!--`), and the two JS-hostile line separators. */
 export function scriptJson(value: unknown): string {
@@ -22,9 +27,9 @@ export interface PageOptions {
 }
 
 export async function reviewPage(data: ReviewData, options: PageOptions = {}): Promise<string> {
-  const [js, css] = await Promise.all([asset('page.js'), asset('page.css')]);
+  const [js, css] = await Promise.all([asset('page-script.js'), asset('page-style.css')]);
   if (/<\/script/i.test(js) || /<\/style/i.test(css))
-    throw new Error('page.js or page.css closes its own tag');
+    throw new Error('page-script.js or page-style.css closes its own tag');
   // Only the videos come from elsewhere: the downloaded files, the provider's URLs, or the review server.
   const csp = [
     "default-src 'none'",

@@ -125,6 +125,10 @@ export async function serveReview(t: ReviewTarget, port: number): Promise<Review
   return {
     url: `http://127.0.0.1:${bound}/`,
     server,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections(); // keep-alive connections of the browser would hold it open
+      }),
   };
 }
