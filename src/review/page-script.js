@@ -374,10 +374,13 @@
       r.estimatedCost,
     ].join('|');
   }
+  let lastEtag = null;
   async function refresh() {
     try {
-      const res = await fetch('data.json', { cache: 'no-store' });
-      if (!res.ok) return;
+      // no-cache: the browser revalidates with the ETag; an unchanged batch is not parsed again.
+      const res = await fetch('data.json', { cache: 'no-cache' });
+      if (!res.ok || (res.headers.get('etag') && res.headers.get('etag') === lastEtag)) return;
+      lastEtag = res.headers.get('etag');
       const next = await res.json();
       const before = new Map(data.rows.map((r) => [r.id, rowKey(r)]));
       const shownBefore = pageRows()

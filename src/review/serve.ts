@@ -102,8 +102,12 @@ export async function serveReview(t: ReviewTarget, port: number): Promise<Review
       res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
       res.end(html);
     } else if (path === '/data.json') {
-      res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' });
-      res.end(JSON.stringify((await current()).data));
+      // An ETag of the files' stamp: a page polling an idle batch gets a 304, not megabytes of JSON again.
+      const { stamp: now, data } = await current();
+      const etag = `"${now}"`;
+      const headers = { 'content-type': 'application/json', 'cache-control': 'no-cache', etag };
+      if (req.headers['if-none-match'] === etag) res.writeHead(304, headers).end();
+      else res.writeHead(200, headers).end(JSON.stringify(data));
     } else if (path.startsWith('/video/')) {
       const file = (await current()).files.get(path.slice('/video/'.length));
       if (!file) res.writeHead(404).end('no downloaded video for this row');

@@ -97,6 +97,11 @@ describe('vidbatch review', () => {
     const html = await readFile(file!, 'utf8');
     expect(html).not.toMatch(/<script[^>]+src=|<link[^>]+href=/); // self-contained
 
+    // By batch id: the CSV the batch was started with.
+    const byId = await cli(env, ['review', batchId]);
+    expect(byId.code, byId.stderr).toBe(0);
+    expect(byId.stdout).toContain(`4 rows: ${file}`);
+
     const page = await openPage(pathToFileURL(file!).href);
     expect(await cardIds(page)).toEqual(['lake', 'bad', 'fox', 'kite']);
     expect(await page.textContent('#summary')).toContain('4 rows: 3 succeeded, 1 failed');
@@ -199,9 +204,10 @@ describe('vidbatch review', () => {
       await page.waitForSelector('.card[data-id="s2"][data-state="succeeded"] video', { timeout: 30_000 });
       expect(await page.textContent('#summary')).toContain('2 rows: 2 succeeded');
 
-      const data = (await (await fetch(`${url}data.json`)).json()) as {
-        rows: { id: string; state: string }[];
-      };
+      const answer = await fetch(`${url}data.json`);
+      const data = (await answer.json()) as { rows: { id: string; state: string }[] };
+      const etag = answer.headers.get('etag')!;
+      expect((await fetch(`${url}data.json`, { headers: { 'if-none-match': etag } })).status).toBe(304);
       expect(data.rows.map((r) => [r.id, r.state])).toEqual([
         ['s1', 'succeeded'],
         ['s2', 'succeeded'],
