@@ -136,6 +136,7 @@ describe('vidbatch review', () => {
         new Promise<number | string>((resolve) => {
           const v = element as unknown as VideoLike;
           if (v.readyState >= 1) resolve(v.duration);
+          if (v.error) resolve(`error ${v.error.code}`);
           v.addEventListener('loadedmetadata', () => resolve(v.duration));
           v.addEventListener('error', () => resolve(`error ${v.error?.code}`));
           setTimeout(() => resolve('timeout'), 8_000);
