@@ -14,6 +14,9 @@ import { readManifest } from '../../src/results/manifest';
 import { background, vidbatch, type CliRun } from './cli-helpers';
 import { testEnv, type TestEnv } from './helpers';
 
+// MERGE: true once the simulator serves playable clips (issue 19, section 2): the video must then load in
+// Chromium and report the requested duration. Its current files are MP4 containers without frames.
+const SIMULATOR_CLIPS_PLAY = false;
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const FAST = ['--first-poll', '0.3', '--poll-interval', '0.2', '--poll-cap', '1', '--no-adaptive-poll'];
 
@@ -129,8 +132,8 @@ describe('vidbatch review', () => {
     const src = await video.evaluate((v) => (v as unknown as VideoLike).src);
     expect(decodeURIComponent(new URL(src).pathname)).toBe(lake.file);
     expect(new URL(src).hash).toBe('#t=0.1');
-    // The simulator's MP4 has no tracks, so Chromium may refuse it: the duration is checked when it loads.
-    // (The playable clips of the verify branch make this a plain assertion after merge.)
+    // The simulator's MP4 has no tracks, so Chromium refuses it today: the duration is checked when it loads
+    // (always, with SIMULATOR_CLIPS_PLAY).
     const loaded = await video.evaluate(
       (element) =>
         new Promise<number | string>((resolve) => {
@@ -142,7 +145,8 @@ describe('vidbatch review', () => {
           setTimeout(() => resolve('timeout'), 8_000);
         }),
     );
-    if (typeof loaded === 'number') expect(loaded).toBeGreaterThan(0);
+    if (SIMULATOR_CLIPS_PLAY || typeof loaded === 'number')
+      expect(loaded).toBeCloseTo(5, 0); // duration 5 s
     else console.log(`review test: the simulator's video did not load in Chromium (${loaded})`);
 
     // Keyboard: arrows move, r marks redo, k marks keep; marks survive a reload (localStorage).
