@@ -1,4 +1,5 @@
-// The review gallery's script (inlined into review.html by page.ts). Plain browser JS, no dependencies.
+// The review gallery's script (inlined into review.html by page.ts, after page-cards.js, which builds the cards).
+// Plain browser JS, no dependencies.
 // Prompts are user text: every card is built with textContent, never HTML. Only one page of cards exists in
 // the DOM at a time (a 10,000-row batch opens as fast as a 50-row one), and a video gets its src only when
 // its card scrolls into view.
@@ -42,19 +43,12 @@
   function say(text) {
     $('message').textContent = text;
   }
-  function el(tag, className, text) {
-    const e = document.createElement(tag);
-    if (className) e.className = className;
-    if (text !== undefined) e.textContent = String(text);
-    return e;
-  }
+  const { el, money, when } = window.reviewCards;
   function option(select, value, label) {
     const o = el('option', '', label);
     o.value = value;
     select.append(o);
   }
-  const money = (n) => n.toFixed(2);
-  const when = (iso) => (iso ? new Date(iso).toLocaleString() : '');
 
   // Header: counts per state, spend, when the batch ran; filter choices.
   function renderHeader() {
@@ -158,135 +152,19 @@
     highlight(false);
   }
 
-  function field(dl, name, value, className) {
-    if (value === undefined || value === null || value === '') return;
-    dl.append(el('dt', '', name), el('dd', className || '', value));
-  }
-
   function card(r) {
-    const c = el('article', 'card' + (marks[r.id] ? ' mark-' + marks[r.id] : ''));
-    c.dataset.id = r.id;
-    c.dataset.state = r.state;
-    c.tabIndex = -1;
-    const media = el('div', 'media');
-    if (r.video) {
-      const v = el('video');
-      v.controls = true;
-      v.muted = true;
-      v.playsInline = true;
-      v.preload = 'none';
-      v.dataset.src = r.video.src;
-      v.addEventListener('loadedmetadata', () => {
-        v.dataset.duration = String(v.duration);
-        const d = c.querySelector('.played');
-        if (d) d.textContent = isFinite(v.duration) ? 'plays ' + v.duration.toFixed(1) + ' s' : '';
-      });
-      v.addEventListener('error', () => {
-        v.dataset.error = 'true';
-        const d = c.querySelector('.played');
-        if (d) d.textContent = 'this browser cannot play the video';
-      });
-      media.append(v);
-      if (observer) observer.observe(v);
-      else loadVideo(v);
-    } else
-      media.append(
-        el('span', '', r.state === 'failed' ? 'no video: ' + (r.errorCode || 'failed') : 'not finished yet'),
-      );
-    c.append(media);
-
-    const body = el('div', 'body');
-    const top = el('div', 'top');
-    top.append(
-      el('strong', '', '#' + r.line),
-      el('span', '', r.id),
-      el('span', 'badge s-' + r.state, r.state),
-    );
-    if (marks[r.id]) top.append(el('span', 'badge mark', marks[r.id]));
-    if ((r.unknownSubmits || 0) > 0) top.append(el('span', 'badge flag', 'unknown outcome'));
-    if (r.verification)
-      top.append(
-        el(
-          'span',
-          'badge ' + (r.verification.ok ? 's-succeeded' : 'flag'),
-          r.verification.ok ? 'verified' : 'mismatch',
-        ),
-      );
-    body.append(top, el('p', 'prompt', r.prompt));
-
-    const dl = el('dl');
-    field(dl, 'model', r.model);
-    field(dl, 'resolution', r.resolution);
-    field(dl, 'duration', r.duration !== undefined ? r.duration + ' s' : undefined);
-    field(
-      dl,
-      'error',
-      r.errorCode ? r.errorCode + (r.errorMessage ? ': ' + r.errorMessage : '') : undefined,
-      'flag',
-    );
-    field(dl, 'job', r.jobId);
-    field(
-      dl,
-      'attempts',
-      r.attempts !== undefined ? r.attempts + ' submit, ' + (r.polls || 0) + ' polls' : undefined,
-    );
-    if ((r.unknownSubmits || 0) > 0)
-      field(
-        dl,
-        'unknown',
-        r.unknownSubmits + ' submit(s) with an unknown outcome: may have been billed more than once',
-        'flag',
-      );
-    if (r.verification) {
-      const v = r.verification;
-      const got = [
-        v.width && v.height ? v.width + 'x' + v.height : '',
-        v.durationSeconds !== undefined ? v.durationSeconds.toFixed(1) + ' s' : '',
-        v.codec || '',
-        v.audio === undefined ? '' : v.audio ? 'audio' : 'no audio',
-      ].filter(Boolean);
-      field(
-        dl,
-        'verified',
-        (v.ok ? 'ok' : v.problems.join('; ')) + (got.length ? ' (' + got.join(', ') + ')' : ''),
-        v.ok ? '' : 'flag',
-      );
-    }
-    field(
-      dl,
-      'cost',
-      typeof r.estimatedCost === 'number' ? money(r.estimatedCost) + ' (estimated)' : undefined,
-    );
-    field(dl, 'download', r.downloadError, 'flag');
-    field(dl, 'finished', when(r.finishedAt));
-    body.append(dl);
-    if (r.video) {
-      body.append(el('p', 'note played', ''));
-      if (!r.video.local)
-        body.append(el('p', 'note', 'Provider URL: these expire; run `vidbatch download` to keep the file.'));
-    }
-    const actions = el('div', 'actions');
-    for (const mark of ['keep', 'redo']) {
-      const b = el('button', '', mark === 'keep' ? 'Keep (k)' : 'Redo (r)');
-      b.type = 'button';
-      b.dataset.mark = mark;
-      b.setAttribute('aria-pressed', String(marks[r.id] === mark));
-      b.addEventListener('click', (e) => {
-        e.stopPropagation();
-        toggleMark(r.id, mark);
-      });
-      actions.append(b);
-    }
-    body.append(actions);
-    c.append(body);
-    c.addEventListener('click', () => {
-      const at = visible.indexOf(r);
-      if (at >= 0) {
-        view.selected = at;
-        highlight(false);
-      }
+    return window.reviewCards.card(r, {
+      mark: marks[r.id],
+      onMark: (mark) => toggleMark(r.id, mark),
+      onSelect: () => {
+        const at = visible.indexOf(r);
+        if (at >= 0) {
+          view.selected = at;
+          highlight(false);
+        }
+      },
+      observe: (v) => (observer ? observer.observe(v) : loadVideo(v)),
     });
-    return c;
   }
 
   function cardOf(id) {

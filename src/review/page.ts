@@ -1,7 +1,7 @@
 // review.html: one self-contained page (inline CSS and JS, no network but the videos), so it works offline
-// from the file system. The script and style live in page-script.js and page-style.css next to this file (not page.js:
-// an import of './page' would resolve to it); the data is
-// embedded as JSON in a non-executed script element, escaped so no user text can close it.
+// from the file system. The script and style live in page-cards.js, page-script.js and page-style.css next to
+// this file (not page.js: an import of './page' would resolve to it); the data is embedded as JSON in a
+// non-executed script element, escaped so no user text can close it.
 import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,9 +27,11 @@ export interface PageOptions {
 }
 
 export async function reviewPage(data: ReviewData, options: PageOptions = {}): Promise<string> {
-  const [js, css] = await Promise.all([asset('page-script.js'), asset('page-style.css')]);
-  if (/<\/script/i.test(js) || /<\/style/i.test(css))
-    throw new Error('page-script.js or page-style.css closes its own tag');
+  const [cards = '', main = '', css = ''] = await Promise.all(
+    ['page-cards.js', 'page-script.js', 'page-style.css'].map(asset),
+  );
+  const js = `${cards}\n${main}`; // the cards first: the main script uses them
+  if (/<\/script/i.test(js) || /<\/style/i.test(css)) throw new Error('a page asset closes its own tag');
   // Only the videos come from elsewhere: the downloaded files, the provider's URLs, or the review server.
   const csp = [
     "default-src 'none'",
