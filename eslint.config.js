@@ -36,4 +36,27 @@ export default tseslint.config(
     },
   },
   { files: ['bin/**/*.mjs', 'eslint.config.js'], ...tseslint.configs.disableTypeChecked },
+  // The review gallery's page script runs in the browser (inlined into review.html), not in Node.
+  {
+    files: ['src/review/*.js'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: {
+      ...tseslint.configs.disableTypeChecked.languageOptions,
+      sourceType: 'script',
+      globals: Object.fromEntries(
+        [
+          'window',
+          'document',
+          'localStorage',
+          'IntersectionObserver',
+          'HTMLElement',
+          'Blob',
+          'URL',
+          'fetch',
+          'setTimeout',
+          'setInterval',
+        ].map((name) => [name, 'readonly']),
+      ),
+    },
+  },
 );

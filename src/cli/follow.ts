@@ -138,6 +138,8 @@ export async function followInTerminal(session: Session, f: FollowInTerminal): P
       if (result.stoppedReason)
         console.log(`Stopped early: ${result.stoppedReason}; ${result.notStarted} rows not submitted.`);
     }
+    // The morning after: the gallery of what was made (README, "Reviewing a batch").
+    console.error(`Review it: npx vidbatch review ${batchId}`);
     if (session.simulator) {
       const stats = session.simulator.stats();
       console.error(

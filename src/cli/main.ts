@@ -10,6 +10,7 @@ import { registerPauseCommand } from './commands/pause';
 import { registerPlanCommand } from './commands/plan';
 import { registerResultsCommand } from './commands/results';
 import { registerResumeCommand } from './commands/resume';
+import { registerReviewCommand } from './commands/review';
 import { registerRetryFailedCommand } from './commands/retry-failed';
 import { registerRunCommand } from './commands/run';
 import { registerServerCommand } from './commands/server';
@@ -45,6 +46,7 @@ for (const register of [
   registerListCommand,
   registerResultsCommand,
   registerDownloadCommand,
+  registerReviewCommand,
   registerRetryFailedCommand,
   registerDoctorCommand,
   registerPlanCommand,

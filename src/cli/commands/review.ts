@@ -1,0 +1,75 @@
+// `vidbatch review`.
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { type Command, Option } from 'commander';
+import { findManifest } from '../../client/batch-status';
+import { batchHandle, resolveBatchId } from '../../client/batches';
+import { previousInput } from '../../client/rerun';
+import { reviewData, type ReviewTarget } from '../../review/load';
+import { reviewPage } from '../../review/page';
+import { serveReview } from '../../review/serve';
+import { batchArg, EXIT, port, waitForCtrlC, withSession } from '../support';
+
+export const REVIEW_FILE = 'review.html';
+
+export function registerReviewCommand(program: Command): void {
+  program
+    .command('review')
+    .description(
+      'Write <out>/<batch-id>/review.html: a gallery of the batch (video, prompt, settings, state per row) to mark rows keep or redo and export them as an input CSV; --serve serves it live.',
+    )
+    .argument(...batchArg)
+    .option(
+      '--serve',
+      'serve the gallery and the videos on 127.0.0.1, updating as rows finish (Ctrl-C stops)',
+    )
+    .addOption(
+      new Option('--port <n>', 'port of --serve (0: any free port)')
+        .env('VIDBATCH_REVIEW_PORT')
+        .argParser(port)
+        .default(8470),
+    )
+    .addOption(
+      new Option('--out-root <dir>', 'root of the output folders').env('VIDBATCH_OUT_ROOT').default('out'),
+    )
+    .action(async (ref: string, o: { serve?: boolean; port: number; outRoot: string }) => {
+      const batchId = await resolveBatchId(ref);
+      const target = await withSession(async (s): Promise<ReviewTarget> => {
+        const manifestPath = await findManifest(s.client, batchId, o.outRoot);
+        const description = await batchHandle(s.client, batchId)
+          .describe()
+          .catch(() => undefined);
+        // The CSV: the one given, else the one the batch was started with (as its workers saw it).
+        const csvPath = existsSync(ref) ? ref : (await previousInput(s.client, batchId))?.csvPath;
+        return {
+          batchId,
+          outDir: dirname(manifestPath),
+          manifestPath,
+          csvPath: csvPath ? resolve(csvPath) : undefined,
+          batch: description && {
+            workflowStatus: description.status.name,
+            startTime: description.startTime,
+            closeTime: description.closeTime,
+          },
+        };
+      });
+      if (!o.serve) {
+        const file = join(target.outDir, REVIEW_FILE);
+        const data = await reviewData(target, { pageDir: target.outDir });
+        await mkdir(target.outDir, { recursive: true });
+        await writeFile(file, await reviewPage(data));
+        console.log(`${data.rows.length} rows: ${file}`);
+        process.exitCode = EXIT.ok;
+        return;
+      }
+      const served = await serveReview(target, o.port).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'EADDRINUSE') throw err;
+        console.error(`--port ${o.port}: the port is in use; choose another (--port 0: any free port)`);
+        process.exit(EXIT.invalidInput);
+      });
+      console.log(`Reviewing ${batchId} at ${served.url} (Ctrl-C stops)`);
+      await waitForCtrlC();
+      await served.close();
+    });
+}

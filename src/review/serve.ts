@@ -1,0 +1,138 @@
+// `vidbatch review --serve`: the gallery and the batch's videos on 127.0.0.1 (node:http). The page polls
+// `data.json`, rebuilt from the files on disk when they changed, so cards update as rows finish during a run.
+// Videos are served with byte ranges (browsers seek and read metadata with Range requests); only the files the
+// manifest names for a row are served, never a path from the request.
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { readManifest } from '../results/manifest';
+import { journalPath } from '../results/jobs-journal';
+import type { ReviewData } from './data';
+import { reviewData, type ReviewTarget } from './load';
+import { reviewPage } from './page';
+
+export interface ReviewServer {
+  url: string;
+  server: Server;
+  close(): Promise<void>;
+}
+
+/** The server's URL of a row's video. */
+export const videoPath = (rowId: string) => `video/${encodeURIComponent(rowId)}`;
+
+/** A change stamp of the files the page is made from (size and mtime of manifest and journal). */
+async function stamp(t: ReviewTarget): Promise<string> {
+  const parts = await Promise.all(
+    [t.manifestPath, journalPath(t.outDir)].map((p) =>
+      stat(p).then(
+        (s) => `${s.size}:${s.mtimeMs}`,
+        () => '-',
+      ),
+    ),
+  );
+  return parts.join('/');
+}
+
+/** Parses `bytes=a-b`, `bytes=a-`, `bytes=-n` (one range); null when unsatisfiable, undefined when absent. */
+export function byteRange(
+  header: string | undefined,
+  size: number,
+): { start: number; end: number } | null | undefined {
+  const m = header && /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!m) return undefined;
+  const [, a, b] = m;
+  let start: number;
+  let end: number;
+  if (a === '') {
+    if (b === '') return undefined;
+    start = Math.max(0, size - Number(b));
+    end = size - 1;
+  } else {
+    start = Number(a);
+    end = b === '' ? size - 1 : Math.min(Number(b), size - 1);
+  }
+  return start <= end && start < size ? { start, end } : null;
+}
+
+async function sendVideo(req: IncomingMessage, res: ServerResponse, file: string): Promise<void> {
+  const size = (await stat(file)).size;
+  const range = byteRange(req.headers.range, size);
+  const headers = { 'content-type': 'video/mp4', 'accept-ranges': 'bytes', 'cache-control': 'no-cache' };
+  if (range === null) {
+    res.writeHead(416, { ...headers, 'content-range': `bytes */${size}` }).end();
+    return;
+  }
+  const { start, end } = range ?? { start: 0, end: size - 1 };
+  res.writeHead(range ? 206 : 200, {
+    ...headers,
+    'content-length': size === 0 ? 0 : end - start + 1,
+    ...(range ? { 'content-range': `bytes ${start}-${end}/${size}` } : {}),
+  });
+  if (req.method === 'HEAD' || size === 0) {
+    res.end();
+    return;
+  }
+  createReadStream(file, { start, end })
+    .on('error', () => res.destroy())
+    .pipe(res);
+}
+
+export async function serveReview(t: ReviewTarget, port: number): Promise<ReviewServer> {
+  const links = { pageDir: t.outDir, serverUrl: videoPath };
+  let cached: { stamp: string; data: ReviewData; files: Map<string, string> } | undefined;
+  const current = async () => {
+    const now = await stamp(t);
+    if (cached?.stamp !== now) {
+      const files = new Map<string, string>();
+      for (const r of await readManifest(t.manifestPath)) if (r.file) files.set(r.rowId, r.file);
+      cached = { stamp: now, data: await reviewData(t, links), files };
+    }
+    return cached;
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const path = decodeURIComponent(new URL(req.url ?? '/', 'http://localhost').pathname);
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { allow: 'GET, HEAD' }).end();
+      return;
+    }
+    if (path === '/' || path === '/review.html') {
+      const html = await reviewPage((await current()).data, { live: true });
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+      res.end(html);
+    } else if (path === '/data.json') {
+      // An ETag of the files' stamp: a page polling an idle batch gets a 304, not megabytes of JSON again.
+      const { stamp: now, data } = await current();
+      const etag = `"${now}"`;
+      const headers = { 'content-type': 'application/json', 'cache-control': 'no-cache', etag };
+      if (req.headers['if-none-match'] === etag) res.writeHead(304, headers).end();
+      else res.writeHead(200, headers).end(JSON.stringify(data));
+    } else if (path.startsWith('/video/')) {
+      const file = (await current()).files.get(path.slice('/video/'.length));
+      if (!file) res.writeHead(404).end('no downloaded video for this row');
+      else await sendVideo(req, res, file);
+    } else res.writeHead(404).end('not found');
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end(err instanceof Error ? err.message : String(err));
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => resolve());
+  });
+  const { port: bound } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${bound}/`,
+    server,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections(); // keep-alive connections of the browser would hold it open
+      }),
+  };
+}
