@@ -104,6 +104,16 @@ pg_bin() {
   echo "$dir"
 }
 
+# Long-lived children must not keep the caller's descriptors: under `flock LOCK scripts/cluster.sh up` the
+# lock's fd would stay open in the server (and the lock held) until the server stops.
+close_fds() {
+  local fd
+  for fd in $(ls "/proc/$BASHPID/fd" 2>/dev/null); do
+    [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null
+  done
+  return 0
+}
+
 # PostgreSQL refuses to run as root: as root, it runs as the `postgres` user the package created.
 as_pg() {
   if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
@@ -156,7 +166,7 @@ pg_start() {
     "$PG_PORT" "$dir" | as_pg tee "$dir/data/vidbatch.conf" >/dev/null
   pg_running && return
   say "starting PostgreSQL on 127.0.0.1:$PG_PORT"
-  as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start >/dev/null ||
+  (close_fds && as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start >/dev/null) ||
     die "PostgreSQL did not start: $(tail -5 "$dir/postgres.log")"
 }
 
@@ -192,6 +202,7 @@ server_start() {
   say "starting Temporal server $SERVER_VERSION on $ADDRESS (log: $STATE/temporal.log)"
   (
     server_env
+    close_fds
     cd "$ROOT"
     exec setsid "$SERVER_DIR/temporal-server" --root "$ROOT" --config deploy --env temporal-server \
       --allow-no-auth start >>"$STATE/temporal.log" 2>&1 </dev/null
