@@ -130,6 +130,8 @@ pg_dir() { # the data folder's parent: under the state dir, unless root's `postg
     chown postgres: "$dir"
     if ! runuser -u postgres -- test -w "$dir"; then
       dir=/var/lib/postgresql/vidbatch-cluster-$(echo "$STATE" | sha256sum | cut -c1-12)
+      # A new state dir: what an older one of the same path left there has another password.
+      rm -rf "$dir"
       mkdir -p "$dir"
       chown postgres: "$dir"
     fi

@@ -222,10 +222,16 @@ describe.skipIf(!ADDRESS)('the self-hosted cluster (Temporal on PostgreSQL, scri
 
     // Search attributes in PostgreSQL visibility: `status` counts the prompt workflows by VidbatchState for
     // this BatchId, and `list` finds the batch.
-    const status = await vidbatch(['status', batch!], { cwd: folders[2]!, env: temporal });
+    // Visibility is written a little after the workflows close: read until it has every prompt.
+    let counted = 0;
+    let status = { code: null as number | null, stdout: '', stderr: '' };
+    for (let i = 0; i < 30 && counted !== ROWS; i++) {
+      if (i > 0) await sleep(1000);
+      status = await vidbatch(['status', batch!], { cwd: folders[2]!, env: temporal });
+      const states = /prompt workflows: (.*)/.exec(status.stdout)?.[1] ?? '';
+      counted = [...states.matchAll(/(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
+    }
     expect(status.code, status.stderr).toBe(0);
-    const states = /prompt workflows: (.*)/.exec(status.stdout)?.[1] ?? '';
-    const counted = [...states.matchAll(/(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
     expect(counted, status.stdout).toBe(ROWS);
     const list = await vidbatch(['list', '--json'], { cwd: folders[2]!, env: temporal });
     expect(list.stdout).toContain(batch!);
