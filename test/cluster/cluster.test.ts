@@ -28,11 +28,13 @@ if (!ADDRESS)
       : '[cluster] test/cluster skipped: no cluster. Run `scripts/cluster.sh up` and set VIDBATCH_CLUSTER_ADDRESS=127.0.0.1:27233 (what `scripts/cluster.sh env` prints) to run it',
   );
 
-describe.runIf(!ADDRESS && IN_CI)('the self-hosted cluster in CI', () => {
-  it('is up', () => {
-    throw new Error('VIDBATCH_CLUSTER_ADDRESS is not set: scripts/cluster.sh up failed or did not run');
+// Defined only when it must fail, so a run with the cluster up lists no extra skipped test.
+if (!ADDRESS && IN_CI)
+  describe('the self-hosted cluster in CI', () => {
+    it('is up', () => {
+      throw new Error('VIDBATCH_CLUSTER_ADDRESS is not set: scripts/cluster.sh up failed or did not run');
+    });
   });
-});
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterAll(async () => {
