@@ -147,7 +147,11 @@ pg_password() {
   cat "$STATE/postgres-password"
 }
 
-pg_running() { as_pg "$(pg_bin)/pg_ctl" status -D "$(pg_dir)/data" >/dev/null 2>&1; }
+pg_running() { # never installs anything: `down` and `status` only look
+  local dir
+  dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+  [ -n "$dir" ] && [ -f "$STATE/postgres.path" ] && as_pg "$dir/pg_ctl" status -D "$(pg_dir)/data" >/dev/null 2>&1
+}
 
 pg_start() {
   local bin dir
