@@ -302,8 +302,12 @@ describe('deployment files', () => {
   it('runs the server config and version scripts/cluster.sh runs natively', async () => {
     const { services } = await compose();
     expect(services.temporal!.volumes).toContain(
-      './deploy/temporal-server.yaml:/etc/temporal/config/docker.yaml:ro',
+      './deploy/temporal-server.yaml:/etc/temporal/vidbatch-config/docker.yaml:ro',
     );
+    expect(services.temporal!.environment).toMatchObject({
+      TEMPORAL_CONFIG_DIR: 'vidbatch-config',
+      TEMPORAL_ENVIRONMENT: 'docker',
+    });
     const script = await readFile(`${ROOT}/scripts/cluster.sh`, 'utf8');
     expect(/^SERVER_VERSION=v([\d.]+)/m.exec(script)?.[1]).toBe(tag(services.temporal!.image));
     const cliVersion = /TEMPORAL_CLI_VERSION = '(v[\d.]+)'/.exec(await sourceText())?.[1];
