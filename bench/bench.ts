@@ -53,6 +53,12 @@ const options = new Command('bench')
     '--shared-budget',
     "vidbatch's batches on the shared, server-enforced rate budget (run --shared-budget)",
   )
+  .addOption(
+    new Option(
+      '--temporal-address <host:port>',
+      'run against this Temporal server (e.g. scripts/cluster.sh) instead of a fresh dev server',
+    ),
+  )
   .option('--no-peer', 'skip the naive peer')
   .option('--timeline', "print vidbatch's requests per 10 s (submits, status checks, 429s)")
   .option('--json', 'print JSON too')
@@ -71,6 +77,7 @@ const options = new Command('bench')
     batches: number;
     maxRunning: number;
     sharedBudget?: boolean;
+    temporalAddress?: string;
   }>();
 if (options.maxRunning > 0) options.rateLimit = 0;
 
@@ -119,7 +126,11 @@ const simSettings: SimulatorOptions = {
   jobJitterSeconds: options.jobJitter,
   seed: 7,
 };
-const server = await startDevServer({ dbFile: ':memory:', headless: true, log: () => {} });
+const server = options.temporalAddress
+  ? { address: options.temporalAddress, stop: async () => {} }
+  : await startDevServer({ dbFile: ':memory:', headless: true, log: () => {} });
+// A server that outlives this run keeps earlier bench batches: other rows, so another batch id.
+const rowOffset = options.temporalAddress ? Date.now() % 1_000_000_000 : 0;
 const simVidbatch = await startSimulator({
   ...simSettings,
   recordRequests: Boolean(options.timeline) || options.batches > 1,
@@ -134,7 +145,7 @@ for (let b = 0; b < options.batches; b++) {
     csv,
     Math.min(perBatch, options.prompts - b * perBatch),
     'all_dimension',
-    b * perBatch,
+    rowOffset + b * perBatch,
   );
   csvs.push(csv);
 }

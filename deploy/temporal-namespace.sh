@@ -1,6 +1,7 @@
 #!/bin/sh
 # Makes the namespace vidbatch uses and registers vidbatch's search attributes in it, once the server
-# answers. Run by the `temporal-setup` service (temporalio/admin-tools); workers start only after it exits 0.
+# answers. Run by the `temporal-setup` service (temporalio/admin-tools), where workers start only after it
+# exits 0, and by `scripts/cluster.sh up` (natively).
 # Re-runnable: what exists is left alone. SEARCH_ATTRIBUTES lists "Name=Type" pairs (compose sets it from the
 # code's list; test/deployment.test.ts keeps the two equal).
 set -eu
@@ -33,7 +34,7 @@ for pair in $SEARCH_ATTRIBUTES; do
   type=${pair#*=}
   attempt=1
   while :; do
-    found=$(temporal operator search-attribute list --address "$TEMPORAL_ADDRESS" -n "$NAMESPACE" | grep -w "$name" || true)
+    found=$(temporal operator search-attribute list --address "$TEMPORAL_ADDRESS" -n "$NAMESPACE" 2>/dev/null | grep -w "$name" || true)
     if [ -n "$found" ]; then
       # Same name, other type: the code would write values the server rejects. Stop and say so.
       echo "$found" | grep -qw "$type" || { echo "search attribute $name exists but is not $type: $found" >&2; exit 1; }

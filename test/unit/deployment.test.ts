@@ -299,6 +299,27 @@ describe('deployment files', () => {
     expect(config['matching.enableFairness']).toEqual([{ value: true }]);
   });
 
+  it('runs the server config and version scripts/cluster.sh runs natively', async () => {
+    const { services } = await compose();
+    expect(services.temporal!.volumes).toContain(
+      './deploy/temporal-server.yaml:/etc/temporal/vidbatch-config/docker.yaml:ro',
+    );
+    expect(services.temporal!.environment).toMatchObject({
+      TEMPORAL_CONFIG_DIR: 'vidbatch-config',
+      TEMPORAL_ENVIRONMENT: 'docker',
+    });
+    const script = await readFile(`${ROOT}/scripts/cluster.sh`, 'utf8');
+    expect(/^SERVER_VERSION=v([\d.]+)/m.exec(script)?.[1]).toBe(tag(services.temporal!.image));
+    const cliVersion = /TEMPORAL_CLI_VERSION = '(v[\d.]+)'/.exec(await sourceText())?.[1];
+    expect(/^CLI_VERSION=(v[\d.]+)/m.exec(script)?.[1]).toBe(cliVersion);
+    for (const file of [
+      'deploy/temporal-schema.sh',
+      'deploy/temporal-namespace.sh',
+      'deploy/temporal-server.yaml',
+    ])
+      expect(script).toContain(file.replace('deploy/', ''));
+  });
+
   it('workers stop within a grace period longer than their own shutdown, and have a readiness healthcheck', async () => {
     const { services } = await compose();
     const worker = services.worker!;
