@@ -51,8 +51,7 @@ export function registerResultsCommand(program: Command): void {
     const exported = await exportResults(manifest, o.dir ?? dirname(manifest), o.format);
     const ledger = await computeLedger(dirname(manifest), { rows, prices });
     if (o.json) console.log(JSON.stringify({ ...exported, ledger }, null, 2));
-    else
-    {
+    else {
       console.log(
         `${exported.succeeded} succeeded, ${exported.failed} failed:\n${exported.files.map((f) => `  ${f}`).join('\n')}\n${formatLedger(ledger)}`,
       );
