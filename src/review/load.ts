@@ -9,6 +9,7 @@ import { readManifest } from '../results/manifest';
 import { csvCells } from './csv-cells';
 import { buildReviewData, type ReviewData, type ReviewSources, type VideoLinks } from './data';
 import { reviewExtras } from './extras';
+import type { Prices } from '../results/prices';
 
 /** A batch to review: where its files are, and what Temporal says of it. */
 export interface ReviewTarget {
@@ -19,6 +20,8 @@ export interface ReviewTarget {
   /** The input CSV, when it can be read here (a batch id given for a batch run elsewhere may have none). */
   csvPath?: string;
   batch?: ReviewSources['batch'];
+  /** The user's prices (`--price`, `--prices`): the ledger's cost and each card's. */
+  prices?: Prices;
 }
 
 export async function loadSources(t: ReviewTarget): Promise<ReviewSources> {
@@ -45,5 +48,5 @@ export async function loadSources(t: ReviewTarget): Promise<ReviewSources> {
 
 export async function reviewData(t: ReviewTarget, links: VideoLinks): Promise<ReviewData> {
   const sources = await loadSources(t);
-  return buildReviewData(sources, links, reviewExtras(sources, t.outDir), existsSync);
+  return buildReviewData(sources, links, await reviewExtras(sources, t.outDir, t.prices), existsSync);
 }

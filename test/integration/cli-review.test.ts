@@ -14,9 +14,6 @@ import { readManifest } from '../../src/results/manifest';
 import { background, vidbatch, type CliRun } from './cli-helpers';
 import { testEnv, type TestEnv } from './helpers';
 
-// MERGE: true once the simulator serves playable clips (issue 19, section 2): the video must then load in
-// Chromium and report the requested duration. Its current files are MP4 containers without frames.
-const SIMULATOR_CLIPS_PLAY = false;
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const FAST = ['--first-poll', '0.3', '--poll-interval', '0.2', '--poll-cap', '1', '--no-adaptive-poll'];
 
@@ -92,7 +89,8 @@ describe('vidbatch review', () => {
     const batchId = /(batch-[0-9a-f]{16})/.exec(run.stdout)![1]!;
     expect(run.stderr).toContain(`npx vidbatch review ${batchId}`);
 
-    const review = await cli(env, ['review', 'g.csv']);
+    // With the user's price (per second; the rows ask for the spec's default 5 s): the ledger and costs show.
+    const review = await cli(env, ['review', 'g.csv', '--price', '*=0.10']);
     expect(review.code, review.stderr).toBe(0);
     const file = /(\S+review\.html)/.exec(review.stdout)?.[1];
     expect(file).toBe(join(env.dir, 'out', batchId, 'review.html'));
@@ -108,6 +106,13 @@ describe('vidbatch review', () => {
     const page = await openPage(pathToFileURL(file!).href);
     expect(await cardIds(page)).toEqual(['lake', 'bad', 'fox', 'kite']);
     expect(await page.textContent('#summary')).toContain('4 rows: 3 succeeded, 1 failed');
+    // The spend ledger counts what the simulator made, whatever became of it, and each card has its cost.
+    const jobsMade = env.sim.stats().jobsCreated;
+    expect(await page.textContent('#meta')).toContain(`jobs made: ${jobsMade} for 4 rows`);
+    expect(await page.textContent('#summary')).toContain(`estimated spend ${(jobsMade * 0.5).toFixed(2)}`);
+    expect(await page.textContent('.card[data-id="lake"]')).toContain('0.50 (estimated)');
+    // Every downloaded video was checked against its row (real clips of the asked resolution and duration).
+    expect(await page.textContent('.card[data-id="lake"]')).toContain('verified');
     // User text is text: the prompt shows as written, nothing in it ran or became an element.
     expect(await page.textContent('.card[data-id="fox"] .prompt')).toBe(TRICKY);
     expect(await page.evaluate(() => (globalThis as { pwned?: number }).pwned)).toBeUndefined();
@@ -132,8 +137,7 @@ describe('vidbatch review', () => {
     const src = await video.evaluate((v) => (v as unknown as VideoLike).src);
     expect(decodeURIComponent(new URL(src).pathname)).toBe(lake.file);
     expect(new URL(src).hash).toBe('#t=0.1');
-    // The simulator's MP4 has no tracks, so Chromium refuses it today: the duration is checked when it loads
-    // (always, with SIMULATOR_CLIPS_PLAY).
+    // The simulator serves a real H.264 clip of the asked duration: it plays, and says how long it is.
     const loaded = await video.evaluate(
       (element) =>
         new Promise<number | string>((resolve) => {
@@ -145,9 +149,7 @@ describe('vidbatch review', () => {
           setTimeout(() => resolve('timeout'), 8_000);
         }),
     );
-    if (SIMULATOR_CLIPS_PLAY || typeof loaded === 'number')
-      expect(loaded).toBeCloseTo(5, 0); // duration 5 s
-    else console.log(`review test: the simulator's video did not load in Chromium (${loaded})`);
+    expect(loaded).toBeCloseTo(5, 0); // duration 5 s
 
     // Keyboard: arrows move, r marks redo, k marks keep; marks survive a reload (localStorage).
     await page.click('.card[data-id="lake"] .prompt');

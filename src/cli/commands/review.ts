@@ -9,12 +9,14 @@ import { previousInput } from '../../client/rerun';
 import { reviewData, type ReviewTarget } from '../../review/load';
 import { reviewPage } from '../../review/page';
 import { serveReview } from '../../review/serve';
+import type { Price } from '../../results/prices';
+import { addPriceFlags, pricesFrom } from '../price-flags';
 import { batchArg, EXIT, port, waitForCtrlC, withSession } from '../support';
 
 export const REVIEW_FILE = 'review.html';
 
 export function registerReviewCommand(program: Command): void {
-  program
+  const command = program
     .command('review')
     .description(
       'Write <out>/<batch-id>/review.html: a gallery of the batch (video, prompt, settings, state per row) to mark rows keep or redo and export them as an input CSV; --serve serves it live.',
@@ -32,8 +34,13 @@ export function registerReviewCommand(program: Command): void {
     )
     .addOption(
       new Option('--out-root <dir>', 'root of the output folders').env('VIDBATCH_OUT_ROOT').default('out'),
-    )
-    .action(async (ref: string, o: { serve?: boolean; port: number; outRoot: string }) => {
+    );
+  addPriceFlags(command).action(
+    async (
+      ref: string,
+      o: { serve?: boolean; port: number; outRoot: string; price?: Price[]; prices?: string },
+    ) => {
+      const prices = await pricesFrom(o);
       const batchId = await resolveBatchId(ref);
       const target = await withSession(async (s): Promise<ReviewTarget> => {
         const manifestPath = await findManifest(s.client, batchId, o.outRoot);
@@ -47,6 +54,7 @@ export function registerReviewCommand(program: Command): void {
           outDir: dirname(manifestPath),
           manifestPath,
           csvPath: csvPath ? resolve(csvPath) : undefined,
+          ...(prices ? { prices } : {}),
           batch: description && {
             workflowStatus: description.status.name,
             startTime: description.startTime,
@@ -71,5 +79,6 @@ export function registerReviewCommand(program: Command): void {
       console.log(`Reviewing ${batchId} at ${served.url} (Ctrl-C stops)`);
       await waitForCtrlC();
       await served.close();
-    });
+    },
+  );
 }
