@@ -7,7 +7,8 @@
 #   scripts/cluster.sh up | down | status | restart-server | restart-db | env | destroy
 #
 # Settings (environment):
-#   VIDBATCH_CLUSTER_DIR      state: PostgreSQL data, logs, pids (default .vidbatch/cluster)
+#   VIDBATCH_CLUSTER_DIR      state: PostgreSQL data, logs, pids (default <repo>/.vidbatch/cluster, wherever
+#                             the script is run from: one cluster per checkout)
 #   VIDBATCH_CLUSTER_PORT     Temporal frontend gRPC port (default 27233); the server's other services use
 #                             the next ports: history +1, matching +2, worker +6, HTTP +10, membership +20..+26
 #   VIDBATCH_CLUSTER_PG_PORT  PostgreSQL port (default 25432)
@@ -20,7 +21,7 @@ set -euo pipefail
 SERVER_VERSION=v1.29.1 # the version of docker-compose.yml's temporalio/server image
 CLI_VERSION=v1.5.1     # src/dev-server/cli-binary.ts TEMPORAL_CLI_VERSION
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-STATE_REL=${VIDBATCH_CLUSTER_DIR:-.vidbatch/cluster}
+STATE_REL=${VIDBATCH_CLUSTER_DIR:-$ROOT/.vidbatch/cluster}
 mkdir -p "$STATE_REL"
 STATE=$(cd "$STATE_REL" && pwd)
 PORT=${VIDBATCH_CLUSTER_PORT:-27233}
@@ -97,9 +98,10 @@ pg_bin() {
   if [ -z "$dir" ]; then
     [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null || die "PostgreSQL is not installed (apt-get install postgresql)"
     say "installing PostgreSQL from Debian's packages..."
-    apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-    dir=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+    apt-get update -qq >&2 || die "apt-get update failed"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null || die "apt-get install postgresql failed"
+    dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+    [ -n "$dir" ] || die "PostgreSQL was installed but no /usr/lib/postgresql/*/bin was found"
   fi
   echo "$dir"
 }

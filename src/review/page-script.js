@@ -224,9 +224,21 @@
     return /[",\r\n]/.test(v) || /^\s|\s$/.test(v) ? '"' + v.replace(/"/g, '""') + '"' : v;
   }
   function exportMarked(mark) {
-    const rows = data.rows.filter((r) => marks[r.id] === mark).sort((a, b) => a.line - b.line);
+    const marked = data.rows.filter((r) => marks[r.id] === mark).sort((a, b) => a.line - b.line);
+    // A redo is a new batch that pays again: never for a row whose job may still finish (submitted or waiting)
+    // or whose submit had an unknown outcome (a job may exist); those stay marked and are named instead.
+    const held =
+      mark === 'redo'
+        ? marked.filter(
+            (r) => r.state === 'submitted' || r.state === 'waiting' || (r.unknownSubmits || 0) > 0,
+          )
+        : [];
+    const rows = marked.filter((r) => !held.includes(r));
+    const note = held.length
+      ? '; not exported (may still finish or may have a job already): ' + held.map((r) => r.id).join(', ')
+      : '';
     if (!rows.length) {
-      say('no row is marked ' + mark);
+      say('no row is marked ' + mark + note);
       return;
     }
     const lines = [data.header, ...rows.map((r) => r.cells)].map((cells) => cells.map(csvCell).join(','));
@@ -238,7 +250,7 @@
     a.click();
     a.remove();
     setTimeout(() => URL.revokeObjectURL(a.href), 10000);
-    say(rows.length + ' row(s) exported to ' + a.download);
+    say(rows.length + ' row(s) exported to ' + a.download + note);
   }
 
   // review --serve: rows that finish appear without a reload; unchanged cards (and playing videos) stay.

@@ -92,6 +92,13 @@ export async function serveReview(t: ReviewTarget, port: number): Promise<Review
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    // Only this machine's names: a web page that rebinds its own host name to 127.0.0.1 must not read the
+    // batch's prompts, provider URLs and videos (DNS rebinding).
+    const host = (req.headers.host ?? '').replace(/:\d+$/, '');
+    if (!['127.0.0.1', 'localhost', '[::1]'].includes(host)) {
+      res.writeHead(403, { 'content-type': 'text/plain' }).end('forbidden host');
+      return;
+    }
     const path = decodeURIComponent(new URL(req.url ?? '/', 'http://localhost').pathname);
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD' }).end();

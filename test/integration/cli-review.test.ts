@@ -4,6 +4,7 @@
 // as a new batch); `review --serve`: the page, data.json, a range request for a video, cards that update as
 // rows finish during a run.
 import { existsSync } from 'node:fs';
+import { get } from 'node:http';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -146,7 +147,7 @@ describe('vidbatch review', () => {
           if (v.error) resolve(`error ${v.error.code}`);
           v.addEventListener('loadedmetadata', () => resolve(v.duration));
           v.addEventListener('error', () => resolve(`error ${v.error?.code}`));
-          setTimeout(() => resolve('timeout'), 8_000);
+          setTimeout(() => resolve('timeout'), 30_000);
         }),
     );
     expect(loaded).toBeCloseTo(5, 0); // duration 5 s
@@ -232,6 +233,14 @@ describe('vidbatch review', () => {
       expect(whole.status).toBe(200);
       expect(Buffer.from(await whole.arrayBuffer())).toEqual(bytes);
       expect((await fetch(`${url}video/..%2Fs.csv`)).status).toBe(404);
+      // A page that rebinds its own name to 127.0.0.1 is refused (DNS rebinding).
+      const rebound = await new Promise<number | undefined>((resolve, reject) =>
+        get(`${url}data.json`, { headers: { host: 'rebind.example' } }, (r) => {
+          r.resume();
+          resolve(r.statusCode);
+        }).on('error', reject),
+      );
+      expect(rebound).toBe(403);
       await page.context().close();
     } finally {
       const stopped = await served.stop();

@@ -98,3 +98,14 @@ describe('verifyVideo', () => {
     expect(got.problems).toContain('no video track');
   });
 });
+
+describe('verifyVideo tolerances', () => {
+  it('takes a frame within one 16-pixel block of the asked height as that resolution, not one further off', async () => {
+    const file = await fileOf(clip('720P', 5));
+    // The clip is 1280x720: asked 736P (an encoder's 1280x736 for 720P seen the other way) passes, 768P does not.
+    expect((await verifyVideo(file, { resolution: '736P', duration: 5 })).ok).toBe(true);
+    const off = await verifyVideo(file, { resolution: '768P', duration: 5 });
+    expect(off.ok).toBe(false);
+    expect(off.problems).toEqual(['height 720, asked 768P']);
+  });
+});
