@@ -8,11 +8,12 @@ import { readJsonl } from './jsonl';
 import { manifestPath } from './manifest';
 import { estimateCost, formatCost, type Priceable, type Prices } from './prices';
 
-/** Error codes of rows vidbatch stopped waiting for (the job may still finish, and be billed). */
+/** Error codes of rows vidbatch stopped waiting for (the job may still finish, and be billed), or refused. */
 export const ABANDONED_CODES: ReadonlySet<string> = new Set([
   'cancelled',
   'deadline_exceeded',
   'workflow_failed',
+  'video_mismatch', // made and billed, but refused by --verify strict: kept by no row
 ]);
 
 export interface Ledger {
