@@ -1,7 +1,8 @@
 // Batches from the client side: the id of a CSV's batch, start or attach, follow until done. The batch id
 // comes from the CSV's content, so running the same file again attaches to the same batch.
 import { existsSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { readdir } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { progressQuery } from '../contract/messages';
@@ -14,7 +15,7 @@ import {
   type BatchResult,
 } from '../contract/types';
 import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
-import { failedRowsCsv } from '../results/export';
+import { failedRowsCsv, retryCsvPath } from '../results/export';
 import { findManifest } from './batch-status';
 import { previousInput, waitForTerminatedSubmits } from './rerun';
 import { batchWorkflow } from '../workflows';
@@ -198,6 +199,8 @@ export interface RetryFailedOptions extends StartBatchOptions {
   code?: string;
   /** Root of the output folders, where the original batch's folder is (default `out`). */
   outRoot?: string;
+  /** Told of the earlier retries whose rows are left out (before anything starts, also when nothing does). */
+  onEarlier?: (earlier: EarlierRetry[]) => void;
 }
 
 export interface RetryStarted extends StartedBatch {
@@ -205,6 +208,43 @@ export interface RetryStarted extends StartedBatch {
   csvPath: string;
   rows: number;
   retryOf: string;
+}
+
+/** An earlier retry of the same batch, whose rows a new retry leaves out: where they go on. */
+export interface EarlierRetry {
+  batchId: string;
+  rows: number;
+}
+
+/**
+ * The retry batches an earlier `retry-failed` of `batchId` started (their CSVs are in its folder, and their
+ * batches exist on the server), with the rows each took. Not the one this call would write (same code): that
+ * CSV makes the same batch id again, which attaches or re-runs it as any re-run does.
+ */
+async function earlierRetries(
+  client: Client,
+  dir: string,
+  batchId: string,
+  code: string | undefined,
+): Promise<{ retry: EarlierRetry; ids: string[] }[]> {
+  const own = retryCsvPath(dir, batchId, code);
+  const files = (await readdir(dir).catch(() => [] as string[]))
+    .filter((f) => f.startsWith(`retry-of-${batchId}`) && f.endsWith('.csv'))
+    .map((f) => join(dir, f))
+    .filter((f) => f !== own);
+  const found: { retry: EarlierRetry; ids: string[] }[] = [];
+  for (const file of files) {
+    const csv = await loadCsv(file).catch(() => undefined);
+    if (!csv || csv.problems.length) continue;
+    const retryId = batchIdFor(csv);
+    const started = await batchHandle(client, retryId)
+      .describe()
+      .then(() => true)
+      .catch(() => false);
+    if (started)
+      found.push({ retry: { batchId: retryId, rows: csv.rows.length }, ids: csv.rows.map((r) => r.id) });
+  }
+  return found;
 }
 
 /**
@@ -218,9 +258,13 @@ export async function retryFailed(
   batchId: string,
   options: RetryFailedOptions = {},
 ): Promise<RetryStarted | undefined> {
-  const { code, outRoot = 'out', ...start } = options;
+  const { code, outRoot = 'out', onEarlier, ...start } = options;
   const manifest = await findManifest(session.client, batchId, outRoot);
-  const csv = await failedRowsCsv(manifest, dirname(manifest), batchId, code);
+  // A row an earlier retry took goes on in that retry (whose folder knows its new job), never paid again here.
+  const earlier = await earlierRetries(session.client, dirname(manifest), batchId, code);
+  const taken = new Set(earlier.flatMap((e) => e.ids));
+  if (earlier.length) onEarlier?.(earlier.map((e) => e.retry));
+  const csv = await failedRowsCsv(manifest, dirname(manifest), batchId, code, taken);
   if (csv.rows === 0) return undefined;
   // Issue 19: the retry downloads (under the same root) and verifies as the original batch did, unless told.
   const original = (await previousInput(session.client, batchId))?.options;
@@ -232,5 +276,10 @@ export async function retryFailed(
     retryOf: batchId,
     priorOutDir: dirname(manifest),
   });
-  return { ...started, csvPath: csv.path, rows: csv.rows, retryOf: batchId };
+  return {
+    ...started,
+    csvPath: csv.path,
+    rows: csv.rows,
+    retryOf: batchId,
+  };
 }

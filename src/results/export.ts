@@ -113,12 +113,19 @@ export async function failedRowsCsv(
   dir: string,
   batchId: string,
   errorCode?: string,
+  /** Rows an earlier retry of this batch already took: left out (that retry is where they go on). */
+  taken: ReadonlySet<string> = new Set(),
 ): Promise<{ path: string; rows: number }> {
   const failed = (await readManifest(manifest))
-    .filter((r) => r.status === 'failed' && (!errorCode || r.errorCode === errorCode))
+    .filter((r) => r.status === 'failed' && (!errorCode || r.errorCode === errorCode) && !taken.has(r.rowId))
     .sort((a, b) => a.line - b.line);
   await mkdir(dir, { recursive: true });
-  const path = join(dir, `retry-of-${batchId}${errorCode ? `-${errorCode}` : ''}.csv`);
+  const path = retryCsvPath(dir, batchId, errorCode);
   await writeFile(path, stringify(inputRows(failed)));
   return { path, rows: failed.length };
+}
+
+/** Where `retry-failed` writes the rows it takes from `batchId` (in the original batch's folder). */
+export function retryCsvPath(dir: string, batchId: string, errorCode?: string): string {
+  return join(dir, `retry-of-${batchId}${errorCode ? `-${errorCode}` : ''}.csv`);
 }

@@ -100,7 +100,7 @@ describe('vidbatch review', () => {
     expect(html).not.toMatch(/<script[^>]+src=|<link[^>]+href=/); // self-contained
 
     // By batch id: the CSV the batch was started with.
-    const byId = await cli(env, ['review', batchId]);
+    const byId = await cli(env, ['review', batchId, '--price', '*=0.10']);
     expect(byId.code, byId.stderr).toBe(0);
     expect(byId.stdout).toContain(`4 rows: ${file}`);
 

@@ -331,6 +331,40 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     expect(stats.idempotentReplays).toBe(unknown.length);
   });
 
+  it('a second retry-failed of the same batch leaves out the rows an earlier retry took (no row paid again)', async () => {
+    env = await testEnv({
+      jobSeconds: 0.5,
+      seed: 3,
+      faults: { jobFailure: 0.5, moderationWords: ['forbidden'] },
+    });
+    await env.startWorker();
+    const tag = randomUUID().slice(0, 8);
+    const lines = ['id,prompt', ...[1, 2, 3, 4, 5].map((i) => `r${i},a harbour at dusk ${tag} ${i}`)];
+    lines.push(`r6,a forbidden harbour ${tag} 6`);
+    await writeFile(join(env.dir, 'twice.csv'), lines.join('\n') + '\n');
+    const first = await run(env, ['twice.csv']);
+    const batchId = batchIdIn(first.stdout)!;
+    const generationFailed = (await manifestRows(env, batchId))
+      .filter((row) => row.errorCode === 'generation_failed')
+      .map((row) => row.rowId);
+    expect(generationFailed.length).toBeGreaterThan(0);
+    env.sim.setFaults({ jobFailure: 0 });
+    const retry = await command(env, ['retry-failed', batchId, '--code', 'generation_failed', ...FAST]);
+    expect(retry.code, output(retry)).toBe(0);
+    const retryId = /Started (batch-[0-9a-f]{16})/.exec(retry.stderr)![1]!;
+    // Later, every failed row: those the first retry took go on there, not here.
+    const again = await command(env, ['retry-failed', batchId, ...FAST]);
+    const perRow = jobsByRow(env);
+    console.log(
+      `second retry-failed: ${generationFailed.length} rows left out, jobs per row ${JSON.stringify(Object.fromEntries([...perRow].map(([r, j]) => [r, j.length])))}`,
+    );
+    expect(again.stderr).toContain(
+      `${generationFailed.length} row(s) left out: an earlier retry-failed took them (${retryId})`,
+    );
+    expect(again.stderr).toMatch(/Started batch-[0-9a-f]{16}: 1 failed rows of/); // r6 only
+    for (const row of generationFailed) expect(perRow.get(row), row).toHaveLength(2); // the first job and the retry's
+  });
+
   it('a batch terminated while submits were on the wire is re-run only after they recorded their jobs', async () => {
     // Every submit is answered 5 s after the job was made.
     env = await testEnv({ jobSeconds: 1, seed: 4, faults: { scope: 'submit', slow: 1, slowMs: 5000 } });

@@ -70,6 +70,12 @@ export function registerRetryFailedCommand(program: Command): void {
               ...scheduleAndSpendOptions(o),
               ...(code ? { code } : {}),
               outRoot,
+              onEarlier: (earlier) => {
+                for (const e of earlier)
+                  console.error(
+                    `${e.rows} row(s) left out: an earlier retry-failed took them (${e.batchId}); they go on there: vidbatch retry-failed ${e.batchId}`,
+                  );
+              },
             });
             if (started) ({ rows, csvPath } = started);
             return started;
