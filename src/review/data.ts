@@ -2,7 +2,7 @@
 // one row per CSV row, with its final state from the manifest (last line wins) or, for rows not finished yet,
 // what the jobs journal knows. Pure: reading the files is in load.ts.
 import { relative, sep } from 'node:path';
-import type { PromptResult, PromptRow } from '../contract/types';
+import type { PromptResult, PromptRow, Verification } from '../contract/types';
 import type { JournalEntry } from '../results/jobs-journal';
 import { inputRows } from '../results/export';
 import type { CsvCells } from './csv-cells';
@@ -11,15 +11,7 @@ import type { CsvCells } from './csv-cells';
 export type ReviewState = 'succeeded' | 'failed' | 'submitted' | 'waiting';
 
 /** A downloaded video checked against the request (issue 19, section 2); shown when the manifest has it. */
-export interface RowVerification {
-  ok: boolean;
-  durationSeconds?: number;
-  width?: number;
-  height?: number;
-  codec?: string;
-  audio?: boolean;
-  problems: string[];
-}
+export type RowVerification = Verification;
 
 export interface ReviewRow {
   id: string;
