@@ -153,10 +153,15 @@ describe('operator commands', () => {
     });
     await waitForProgress(handle, (p) => p.succeeded >= 2);
     env.sim.state.options.jobSeconds = 60; // the rest will still be running when we cancel
-    // Both rows in flight have submitted their (now slow) jobs before we cancel.
+    const fastJobs = env.sim.stats().jobsCreated;
+    // Both rows in flight have submitted slow jobs (made after the switch: a fast one still in flight would
+    // finish before the cancel, and the row after it might not have submitted yet).
     await waitForProgress(
       handle,
-      (p) => p.inFlight === 2 && env!.sim.stats().jobsCreated === p.succeeded + p.failed + 2,
+      (p) =>
+        p.inFlight === 2 &&
+        env!.sim.stats().jobsCreated >= fastJobs + 2 &&
+        env!.sim.stats().jobsCreated === p.succeeded + p.failed + 2,
     );
     expect((await cli(env, ['cancel', batchId])).stdout).toContain('cancellation requested');
     await expect(handle.result()).rejects.toThrow();
