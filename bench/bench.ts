@@ -49,10 +49,6 @@ const options = new Command('bench')
       .argParser(Number)
       .default(0),
   )
-  .option(
-    '--shared-budget',
-    "vidbatch's batches on the shared, server-enforced rate budget (run --shared-budget)",
-  )
   .addOption(
     new Option(
       '--temporal-address <host:port>',
@@ -76,7 +72,6 @@ const options = new Command('bench')
     workers: number;
     batches: number;
     maxRunning: number;
-    sharedBudget?: boolean;
     temporalAddress?: string;
   }>();
 if (options.maxRunning > 0) options.rateLimit = 0;
@@ -168,7 +163,6 @@ const batchOptions: StartBatchOptions = {
   ...(options.scale
     ? { concurrency: 200, poll: { firstPollMs: 1000, intervalMs: 500, backoff: 1, capMs: 1000, jitter: 0.1 } }
     : {}), // vidbatch's defaults, not told the gateway's rate limit
-  ...(options.sharedBudget ? { sharedBudget: true } : {}),
 };
 const prompts = (await vbenchPrompts()).slice(0, Math.min(options.prompts, 946));
 const peer = options.peer

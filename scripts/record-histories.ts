@@ -55,14 +55,9 @@ await worker.runUntil(async () => {
     'a lighthouse',
   ];
   await writeFile(first, stringify([['id', 'prompt'], ...prompts.map((p, i) => [`r${i + 1}`, p])]));
-  // Batch A on the shared budget (gateway queue, first-check timer, the learner); batch B on its own pacer.
-  const a = await startBatch(session, first, {
-    concurrency: 8,
-    poll,
-    promptsPerRun: 4,
-    pageSize: 3,
-    sharedBudget: true,
-  });
+  // Both batches on the shared budget (gateway queue, first-check timer, the learner): batch A continues as
+  // new, batch B pauses on a refused key.
+  const a = await startBatch(session, first, { concurrency: 8, poll, promptsPerRun: 4, pageSize: 3 });
   console.log('batch A', await a.handle.result());
 
   const second = join(dir, 'auth.csv');

@@ -1,4 +1,4 @@
-// Every error vidbatch throws on purpose, except the gateway client's and the request pacer's, which are in
+// Every error vidbatch throws on purpose, except the gateway client's, which are in
 // gateway/errors.ts.
 
 /** Thrown by config loading when a required environment variable is missing or malformed. */

@@ -2,7 +2,7 @@
 // outcome that may have made a job goes to the workflow as SubmitUnknown, never re-sent by Temporal),
 // checkJob (one status check of a job an earlier run made) and pollJob (at most one status check per
 // attempt; "not finished" is a retryable failure timed by the poll schedule; the deadline is decided only by
-// a real check). Every gateway call fits inside its attempt: the pacer wait and the HTTP timeout together.
+// a real check). Every gateway call fits inside its attempt: a Retry-After hold and the HTTP timeout together.
 import { resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { defaultPayloadConverter } from '@temporalio/common';
@@ -20,14 +20,14 @@ import {
   ConnectionError,
   GatewayError,
   NotFoundError,
-  PacerBusyError,
+  NotSentError,
   RateLimitError,
 } from '../gateway/errors';
 import { appendJournal, readJournal, type JournalEntry } from '../results/jobs-journal';
 import { allowedPath, type PathRoots } from './paths';
 import { LatencyTracker } from './latency';
 import { nextCheck } from './poll-schedule';
-import { gatewayUnreachable, jobNotFinished, pacerBusy, submitUnknown, toFailure } from './to-failure';
+import { gatewayUnreachable, jobNotFinished, notSent, submitUnknown, toFailure } from './to-failure';
 
 export interface SubmitInput {
   batchId: string;
@@ -106,15 +106,15 @@ function count(name: string, tags: Record<string, string> = {}): void {
 }
 
 /**
- * The time an attempt has for a gateway call: the pacer wait plus the HTTP call end by `sendBy`, a margin
+ * The time an attempt has for a gateway call: a Retry-After hold plus the HTTP call end by `sendBy`, a margin
  * before the attempt's start-to-close, so a call never outlives its attempt.
  */
-function attemptWindow(startedAt: number, httpTimeoutMs: number): { pacerMs: number; sendBy: number } {
+function attemptWindow(startedAt: number, httpTimeoutMs: number): { holdMs: number; sendBy: number } {
   const startToClose = Context.current().info.startToCloseTimeoutMs;
   const margin = Math.min(2000, startToClose / 4);
   const window = startToClose - margin;
-  // A short attempt still gets a quarter of its time for the pacer, the rest for the answer.
-  return { pacerMs: Math.max(window - httpTimeoutMs, window / 4, 0), sendBy: startedAt + window };
+  // A short attempt still gets a quarter of its time for a hold, the rest for the answer.
+  return { holdMs: Math.max(window - httpTimeoutMs, window / 4, 0), sendBy: startedAt + window };
 }
 
 function countGatewayError(err: unknown, operation: string, gateway: GatewayClient): void {
@@ -122,13 +122,11 @@ function countGatewayError(err: unknown, operation: string, gateway: GatewayClie
   count('vidbatch_gateway_errors', { operation, class: kind });
   if (err instanceof RateLimitError) {
     count('vidbatch_rate_limited', { operation });
-    const { rate, ceiling, queued } = gateway.pacer.snapshot();
-    Context.current().log.info('429 from the gateway; pacing this worker', {
-      operation,
-      rate: Number(rate.toFixed(2)),
-      ceiling: ceiling === undefined ? null : Number(ceiling.toFixed(2)),
-      queued,
-    });
+    const holdMs = gateway.holds.remainingMs(operation === 'submit' ? 'submit' : 'status');
+    Context.current().log.info(
+      `429 from the gateway; this worker's ${operation === 'submit' ? 'submissions' : 'status checks'} wait ${(holdMs / 1000).toFixed(1)} s`,
+      { operation },
+    );
     if (err.unreadableRetryAfter !== undefined)
       Context.current().log.warn(
         `unreadable Retry-After from the gateway; waiting the default ${DEFAULT_RETRY_AFTER_MS / 1000} s`,
@@ -159,8 +157,8 @@ function noUrlMessage(jobId: string): string {
 /** `roots`: where the jobs journal may be written (activities/paths.ts); undefined: anywhere. */
 export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roots?: PathRoots) {
   const latency = new LatencyTracker();
-  // Attempts spent waiting for the pacer, per idempotency key, so a row's `attempts` counts real submissions.
-  const pacedSubmits = new Map<string, number>();
+  // Attempts that sent nothing (a hold), per idempotency key, so a row's `attempts` counts real submissions.
+  const unsentSubmits = new Map<string, number>();
 
   /**
    * A journal line is a record, not the submit: failing to write it must not fail (and re-send) the submit.
@@ -232,13 +230,13 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
             'the gateway may have created a job',
         );
       }
-      const { pacerMs, sendBy } = attemptWindow(startedAt, gateway.submitTimeoutMs);
+      const { holdMs, sendBy } = attemptWindow(startedAt, gateway.submitTimeoutMs);
       try {
         const job = await gateway.submit(
           { model: row.model, input: row.input, parameters: row.parameters },
           key,
           {
-            maxWaitMs: pacerMs,
+            maxWaitMs: holdMs,
             sendBy,
             ...(input.unblockedAt !== undefined ? { unblockedAt: input.unblockedAt } : {}),
             beforeSend: () => recordHeartbeat(ctx, { sending: true }),
@@ -246,21 +244,21 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         );
         count('vidbatch_jobs_submitted');
         const journalError = await journal(input, { rowId: row.id, jobId: job.id });
-        const paced = pacedSubmits.get(key) ?? 0;
-        pacedSubmits.delete(key);
+        const unsent = unsentSubmits.get(key) ?? 0;
+        unsentSubmits.delete(key);
         const firstCheckAgeMs = latency.firstCheckAge(job.id);
         return {
           jobId: job.id,
           submittedAt: Date.now(),
-          attempts: Math.max(1, attempt - paced),
+          attempts: Math.max(1, attempt - unsent),
           ...(firstCheckAgeMs !== undefined ? { firstCheckAgeMs } : {}),
           ...(journalError ? { journalError } : {}),
         };
       } catch (err) {
-        if (err instanceof PacerBusyError) {
-          if (pacedSubmits.size > 10_000) pacedSubmits.clear();
-          pacedSubmits.set(key, (pacedSubmits.get(key) ?? 0) + 1);
-          throw pacerBusy(err);
+        if (err instanceof NotSentError) {
+          if (unsentSubmits.size > 10_000) unsentSubmits.clear();
+          unsentSubmits.set(key, (unsentSubmits.get(key) ?? 0) + 1);
+          throw notSent(err);
         }
         countGatewayError(err, 'submit', gateway);
         if (err instanceof GatewayError && err.outcomeUnknown) {
@@ -288,10 +286,10 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
 
     /** One status check of a job an earlier run of the row made: is it worth waiting for, or gone? */
     async checkJob({ jobId, unblockedAt }: CheckInput): Promise<JobCheck> {
-      const { pacerMs, sendBy } = attemptWindow(Date.now(), gateway.timeoutMs);
+      const { holdMs, sendBy } = attemptWindow(Date.now(), gateway.timeoutMs);
       try {
         const job = await gateway.getJob(jobId, {
-          maxWaitMs: pacerMs,
+          maxWaitMs: holdMs,
           sendBy,
           ...(unblockedAt !== undefined ? { unblockedAt } : {}),
         });
@@ -307,7 +305,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
           };
         return { state: 'unfinished', rawStatus: job.rawStatus };
       } catch (err) {
-        if (err instanceof PacerBusyError) throw pacerBusy(err);
+        if (err instanceof NotSentError) throw notSent(err);
         if (err instanceof NotFoundError) return { state: 'gone' };
         countGatewayError(err, 'check', gateway);
         throw toFailure(err, 'checkJob');
@@ -318,7 +316,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
      * At most one status check per attempt; "not finished" is a retryable failure whose nextRetryDelay is the
      * poll schedule: the learned latency once known (see latency.ts), the configured schedule until then.
      * With `deadlineAt`, the row ends as deadline_exceeded only when a check sent at or after it finds the
-     * job unfinished; waits (Retry-After, the pacer) never end it, and no wait runs far past the deadline.
+     * job unfinished; waits (Retry-After, the budget) never end it, and no wait runs far past the deadline.
      */
     async pollJob(input: PollInput): Promise<PollOutcome> {
       const { jobId, submittedAt, poll, deadlineAt, unblockedAt } = input;
@@ -336,18 +334,18 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         );
       }
       const retryDelayMs = 'retryDelayMs' in timing ? timing.retryDelayMs : Math.max(poll.intervalMs, 100);
-      const { pacerMs, sendBy } = attemptWindow(now, gateway.timeoutMs);
+      const { holdMs, sendBy } = attemptWindow(now, gateway.timeoutMs);
       let sentAt = now;
       let job;
       try {
         job = await gateway.getJob(jobId, {
-          maxWaitMs: pacerMs,
+          maxWaitMs: holdMs,
           sendBy,
           ...(unblockedAt !== undefined ? { unblockedAt } : {}),
           beforeSend: () => void (sentAt = Date.now()),
         });
       } catch (err) {
-        if (err instanceof PacerBusyError) throw pacerBusy(err);
+        if (err instanceof NotSentError) throw notSent(err);
         countGatewayError(err, 'status', gateway);
         const failure = toFailure(err, 'pollJob', untilDeadlineDelay(retryDelayMs, deadlineAt));
         // A job the gateway keeps answering badly (5xx, an unreadable body) ends at its deadline like one

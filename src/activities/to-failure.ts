@@ -17,7 +17,7 @@ import {
   NotFoundError,
   PermissionDeniedError,
   RateLimitError,
-  type PacerBusyError,
+  type NotSentError,
 } from '../gateway/errors';
 
 /**
@@ -104,10 +104,10 @@ export function gatewayUnreachable(message: string, sinceMs: number): Applicatio
   });
 }
 
-/** The pacer is busy: come back when it said, without counting a failure (nothing was sent). */
-export function pacerBusy(err: PacerBusyError): ApplicationFailure {
+/** Nothing was sent (a Retry-After hold, too little time): come back when it said, not counted as a failure. */
+export function notSent(err: NotSentError): ApplicationFailure {
   return ApplicationFailure.create({
-    type: FailureType.PacerBusy,
+    type: FailureType.NotSent,
     message: err.message,
     nextRetryDelay: err.retryAfterMs,
     category: ApplicationFailureCategory.BENIGN,

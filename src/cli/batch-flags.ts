@@ -104,13 +104,15 @@ export function addSpendSafetyFlags(command: Command): Command {
     .addOption(
       new Option(
         '--shared-budget',
-        "experimental: this batch's gateway calls on the rate budget the Temporal server enforces for all workers (docs/rate-budget.md); default: each worker paces itself",
-      ).env('VIDBATCH_SHARED_BUDGET'),
+        'deprecated, ignored: every batch now shares the rate budget the Temporal server enforces for all workers',
+      )
+        .env('VIDBATCH_SHARED_BUDGET')
+        .hideHelp(),
     )
     .addOption(
       new Option(
         '--priority <1-5>',
-        "with --shared-budget: priority of this batch's gateway calls, 1 goes first (default 3)",
+        "priority of this batch's gateway calls on the shared rate budget, 1 goes first (default 3)",
       )
         .env('VIDBATCH_PRIORITY')
         .argParser(oneToFive),
@@ -118,7 +120,7 @@ export function addSpendSafetyFlags(command: Command): Command {
     .addOption(
       new Option(
         '--weight <w>',
-        'with --shared-budget: share of the budget against batches of the same priority, relative to their weights (default 1)',
+        'share of the rate budget against batches of the same priority, relative to their weights (default 1)',
       )
         .env('VIDBATCH_WEIGHT')
         .argParser(positive),
@@ -153,6 +155,11 @@ export function givenOptions(command: Command, o: Record<string, unknown>): Reco
 
 /** The batch options the shared flags set; unset flags leave the defaults. */
 export function scheduleAndSpendOptions(o: Record<string, unknown>): StartBatchOptions {
+  // Accepted for one release so scripts keep working; the budget is every batch's now (issue 18).
+  if (o.sharedBudget)
+    process.stderr.write(
+      'warning: --shared-budget (VIDBATCH_SHARED_BUDGET) is deprecated and ignored: every batch shares the rate budget now\n',
+    );
   const poll: StartBatchOptions['poll'] = {};
   if (o.firstPoll !== undefined) poll.firstPollMs = o.firstPoll as number;
   if (o.pollInterval !== undefined) poll.intervalMs = o.pollInterval as number;
@@ -169,7 +176,6 @@ export function scheduleAndSpendOptions(o: Record<string, unknown>): StartBatchO
     ...(o.submitTimeout !== undefined ? { submitTimeoutMs: o.submitTimeout as number } : {}),
     ...(o.pauseAfterUnknown !== undefined ? { pauseAfterUnknown: o.pauseAfterUnknown as number } : {}),
     ...(o.unreachablePause !== undefined ? { unreachablePauseMs: o.unreachablePause as number } : {}),
-    ...(o.sharedBudget ? { sharedBudget: true } : {}),
     ...(o.priority !== undefined ? { priority: o.priority as number } : {}),
     ...(o.weight !== undefined ? { weight: o.weight as number } : {}),
     ...(o.verify !== undefined ? { verify: o.verify as VerifyMode } : {}),

@@ -118,7 +118,7 @@ export async function batchStatus(
 /**
  * When the gateway holds status checks with a Retry-After (a quota may reset hours later), the prompts' poll
  * activities wait in their retries and the batch itself is not told (it learns of holds from submits, and a
- * full window submits nothing). The worker's pacer then holds every other call, so one pending activity shows
+ * full window submits nothing). Each worker then holds its other status checks too, so one pending activity shows
  * it: a last failure of type RateLimited, its next attempt at the end of the hold. Looks through up to `max`
  * running prompts; that time, or undefined.
  */

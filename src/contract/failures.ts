@@ -11,8 +11,8 @@ export const FailureType = {
   InvalidRequest: 'InvalidRequest',
   NotFound: 'NotFound',
   JobNotFinished: 'JobNotFinished',
-  /** The worker's request pacer had no slot in time; retried later, nothing was sent. */
-  PacerBusy: 'PacerBusy',
+  /** The worker did not send the call (a Retry-After hold longer than the attempt); retried later. */
+  NotSent: 'NotSent',
   CsvChanged: 'CsvChanged',
   DownloadFailed: 'DownloadFailed',
   /** A submit whose outcome is unknown (timeout or reset after sending, 5xx, unreadable 2xx): it may have made a job. */

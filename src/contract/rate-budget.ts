@@ -11,6 +11,12 @@ export const GATEWAY_ACTIVITIES = ['submitJob', 'checkJob', 'pollJob'] as const;
 export const PATCH_GATEWAY_QUEUE = 'gateway-queue';
 
 /**
+ * Prompts started after this patch make their gateway calls on the gateway queue whatever the batch's options
+ * (issue 18: one budget for every batch; before it only batches run with `--shared-budget` did).
+ */
+export const PATCH_BUDGET_DEFAULT = 'budget-default';
+
+/**
  * Prompts on the gateway queue started after this patch wait for a job's first status check in a workflow
  * timer, not in a pollJob attempt that sends nothing: every dispatch there takes a token of the budget.
  */

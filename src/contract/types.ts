@@ -78,11 +78,11 @@ export interface BatchOptions {
   /** Start-to-close of one submit attempt (default 180 s); the worker keeps its HTTP timeout inside it. */
   submitTimeoutMs?: number;
   /**
-   * Rate budget (issue 12, opt-in while its learner is slower than the per-worker pacers; docs/rate-budget.md):
-   * this batch's gateway calls go to the gateway queue, whose server-side limit all workers share.
+   * Batches started before patch `budget-default` with `--shared-budget`: their prompts' gateway calls go to
+   * the gateway queue. Since then every prompt's do, and this is never set (kept for running batches).
    */
   sharedBudget?: boolean;
-  /** With sharedBudget: priority of this batch's gateway calls, 1 (first) to 5 (default 3). */
+  /** Rate budget (docs/rate-budget.md): priority of this batch's gateway calls, 1 (first) to 5 (default 3). */
   priority?: number;
   /** Rate budget: this batch's weight in the fair share between batches of the same priority (default 1). */
   weight?: number;
@@ -139,7 +139,8 @@ export function promptSpendOptions(
 }
 
 // A wide window: with jobs taking minutes, keeping a gateway's rate limit busy takes hundreds of jobs in
-// flight. The worker's request pacer, not the window, decides how fast requests go.
+// flight. The gateway queue's rate limit (the learner's, docs/rate-budget.md), not the window, decides how fast
+// requests go.
 export const DEFAULT_BATCH_OPTIONS: BatchOptions = {
   concurrency: 500,
   poll: DEFAULT_POLL_SCHEDULE,
@@ -324,7 +325,7 @@ export interface PromptInput {
   submitTimeoutMs?: number;
   /** The batch's output folder (the jobs journal goes there); default `<outRoot>/<batchId>`. */
   outDir?: string;
-  /** Rate budget: the shared budget, and the priority and fairness weight of this prompt's gateway calls. */
+  /** Rate budget: priority and fairness weight of this prompt's gateway calls (sharedBudget: see BatchOptions). */
   sharedBudget?: boolean;
   priority?: number;
   weight?: number;

@@ -12,13 +12,13 @@ import {
   GatewayError,
   KeyRefusedError,
   MalformedResponseError,
-  PacerBusyError,
+  NotSentError,
   PermissionDeniedError,
   RateLimitError,
   TimeoutError,
   WorkerStoppingError,
 } from './errors';
-import { RequestPacer } from './pacer';
+import { RetryAfterHolds, type CallKind } from './retry-after-hold';
 import { parseRetryAfter } from './retry-after';
 import { canonicalStatus, type CanonicalStatus } from './status';
 
@@ -63,17 +63,17 @@ const NOT_SENT_CODES = new Set([
 
 /** How one call may go: all optional. */
 export interface CallOptions {
-  /** Longest wait for the pacer (PacerBusyError beyond it, nothing sent). */
+  /** Longest wait for a Retry-After hold of this worker (NotSentError beyond it, nothing sent). */
   maxWaitMs?: number;
   /**
    * Epoch ms by which the answer must be in: the HTTP timeout is clamped to it, so an activity's call never
-   * outlives its attempt (and two attempts' POSTs never overlap). Too close: PacerBusyError, nothing sent.
+   * outlives its attempt (and two attempts' POSTs never overlap). Too close: NotSentError, nothing sent.
    */
   sendBy?: number;
   /** When the caller was last told to go on after a refused key (a resume); later than the refusal lifts it. */
   unblockedAt?: number;
   /**
-   * Awaited right before the request is sent (after the pacer): the submit activity records that it is sending
+   * Awaited right before the request is sent (after any hold): the submit activity records that it is sending
    * there. If it throws, nothing is sent and its error is the call's.
    */
   beforeSend?: () => void | Promise<void>;
@@ -83,8 +83,10 @@ export interface CallOptions {
 const MIN_SEND_MS = 250;
 
 export class GatewayClient {
-  /** One pacer per client: the worker makes one client, shared by all its activities. */
-  readonly pacer = new RequestPacer();
+  /** This worker's Retry-After holds, per kind: the worker makes one client, shared by all its activities. */
+  readonly holds = new RetryAfterHolds();
+  /** Told of every request sent (the gateway worker reports them to the rate-budget learner). */
+  onRequest: ((kind: CallKind) => void) | undefined;
   /** The key the gateway refused (401/403) and when: calls with it are refused here until it is lifted. */
   private refusal: { key: string; at: number; status: number; message: string } | undefined;
   /** Set by stop(): from then on no request is sent. */
@@ -104,13 +106,13 @@ export class GatewayClient {
 
   /**
    * The worker is stopping: calls already on the wire go on to their answer (never aborted: a submit's answer
-   * is its job id), every call not yet sent fails with WorkerStoppingError, those queued in the pacer
+   * is its job id), every call not yet sent fails with WorkerStoppingError, those waiting out a hold
    * included, and nothing new is sent by this client again.
    */
   stop(): void {
     if (this.stopping) return;
     this.stopping = true;
-    this.pacer.close((kind) => new WorkerStoppingError(kind === 'submit' ? 'submit' : 'status check'));
+    this.holds.close((kind) => new WorkerStoppingError(kind === 'submit' ? 'submit' : 'status check'));
   }
 
   /**
@@ -169,7 +171,7 @@ export class GatewayClient {
 
   /**
    * A refused key stops at once: after a 401/403, every call with the same key is refused here (nothing
-   * sent), calls already queued in the pacer included, until the key changes (a rotated key file) or a call
+   * sent), calls waiting out a hold included, until the key changes (a rotated key file) or a call
    * comes from a caller unblocked after the refusal (the batch was resumed). Throws KeyRefusedError.
    */
   private checkKey(what: string, unblockedAt: number | undefined): void {
@@ -186,7 +188,7 @@ export class GatewayClient {
     );
   }
 
-  /** Every request goes through here: the key check, the pacer (submissions first), 429s and refusals. */
+  /** Every request goes through here: the key check, Retry-After holds, 429s and refusals. */
   private async call(
     method: 'GET' | 'POST',
     path: string,
@@ -197,15 +199,16 @@ export class GatewayClient {
     const what = `${method} ${path}`;
     if (this.stopping) throw new WorkerStoppingError(what);
     this.checkKey(what, options.unblockedAt);
-    await this.pacer.acquire(method === 'POST' ? 'submit' : 'status', options.maxWaitMs ?? Infinity);
-    // Again after the pacer: a call queued there must not go out once the worker stops, or with a key
-    // refused meanwhile.
+    const kind: CallKind = method === 'POST' ? 'submit' : 'status';
+    await this.holds.wait(kind, options.maxWaitMs ?? Infinity);
+    // Again after the hold: a call that waited must not go out once the worker stops, or with a key refused
+    // meanwhile.
     if (this.stopping) throw new WorkerStoppingError(what);
     this.checkKey(what, options.unblockedAt);
     const limit = method === 'POST' ? this.submitTimeoutMs : this.options.timeoutMs;
     const left = (options.sendBy ?? Infinity) - Date.now();
     if (left < MIN_SEND_MS)
-      throw new PacerBusyError(1000, `${what}: not sent: too little time left in this attempt`);
+      throw new NotSentError(1000, `${what}: not sent: too little time left in this attempt`);
     const timeoutMs = Math.min(limit, left);
     const key = this.options.apiKey();
     await options.beforeSend?.();
@@ -216,12 +219,13 @@ export class GatewayClient {
         `${what}: not sent: this worker is stopping; another worker takes it over`,
         true,
       );
+    this.onRequest?.(kind);
     try {
       return await this.send(method, path, body, extraHeaders, key, timeoutMs);
     } catch (err) {
       const error = err instanceof GatewayError ? err : new GatewayError(this.redact(String(err)));
       if (error instanceof RateLimitError)
-        this.pacer.rateLimited(error.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS);
+        this.holds.hold(kind, error.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS);
       if (error instanceof AuthenticationError || error instanceof PermissionDeniedError) {
         this.refusal ??= { key, at: Date.now(), status: error.status ?? 403, message: error.message };
       }

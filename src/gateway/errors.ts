@@ -1,25 +1,28 @@
-// Errors of the gateway client and the request pacer. Gateway errors form one hierarchy keyed by HTTP status
+// Errors of the gateway client. Gateway errors form one hierarchy keyed by HTTP status
 // (as in openai-node); their messages never contain the API key, because they end up in workflow history.
 // Each says whether, for a submit, the outcome is unknown (a job may exist) or known (no job was made): an
 // answer that refuses the request proves nothing was created; silence, a reset, a 5xx or an unreadable 2xx
 // does not (the spec promises neither idempotency nor that a proxy's 5xx means the upstream did nothing).
 
-/** Thrown by the worker's request pacer when a call would wait longer than its caller can; nothing was sent. */
-export class PacerBusyError extends Error {
-  override name = 'PacerBusyError';
+/**
+ * A call the client did not send, with when to come back: a Retry-After hold longer than the caller can wait,
+ * or too little time left in the attempt for an answer. Nothing was sent, so nothing can have been billed.
+ */
+export class NotSentError extends Error {
+  override name = 'NotSentError';
   constructor(
     readonly retryAfterMs: number,
-    message = `the worker's request pacer is busy; try again in ${Math.ceil(retryAfterMs / 1000)} s`,
+    message = `not sent; try again in ${Math.ceil(retryAfterMs / 1000)} s`,
   ) {
     super(message);
   }
 }
 
 /**
- * The worker is stopping (SIGTERM/SIGINT): a call not yet sent is never sent. A PacerBusyError, so the activity
+ * The worker is stopping (SIGTERM/SIGINT): a call not yet sent is never sent. A NotSentError, so the activity
  * ends as a benign "come back later" failure and Temporal gives the attempt to another (or the next) worker.
  */
-export class WorkerStoppingError extends PacerBusyError {
+export class WorkerStoppingError extends NotSentError {
   override name = 'WorkerStoppingError';
   constructor(what: string, retryAfterMs = 1000) {
     super(retryAfterMs, `${what}: not sent: this worker is stopping; another worker takes it over`);

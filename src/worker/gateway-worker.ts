@@ -1,7 +1,7 @@
 // The second Worker of every vidbatch worker process: it polls the gateway activity queue
 // (`<taskQueue>-gateway`, contract/rate-budget.ts), whose server-side rate limit is the gateway budget of all
 // workers together, and runs submitJob and pollJob there with the same activity instances (and so the same
-// pacer and latency estimate) as the main worker. It reports what it sees to the queue's learner workflow
+// Retry-After holds and latency estimate) as the main worker. It reports what it sees to the queue's learner workflow
 // (workflows/rate-budget.ts): dispatches, requests by kind and 429s with their Retry-After.
 import { Client } from '@temporalio/client';
 import { ApplicationFailure, type SignalDefinition } from '@temporalio/common';
@@ -27,7 +27,7 @@ import {
 import { shutdownForceMs } from '../config';
 import { ConfigError } from '../errors';
 import type { GatewayClient } from '../gateway/client';
-import type { CallKind } from '../gateway/pacer';
+import type { CallKind } from '../gateway/retry-after-hold';
 import type { rateBudgetWorkflow } from '../workflows/rate-budget';
 import { REPORT_INTERVAL_MS } from '../workflows/rate-learner';
 
@@ -158,13 +158,9 @@ function retryAfterOf(failure: ApplicationFailure): number {
 
 /** Counts every dispatch (each takes a token of the queue's limit) and every 429, by kind. */
 class ReportingInterceptor implements ActivityInboundCallsInterceptor {
-  constructor(
-    private readonly reporter: RateReporter,
-    private readonly onFirstDispatch: () => void,
-  ) {}
+  constructor(private readonly reporter: RateReporter) {}
 
   async execute(input: ActivityExecuteInput, next: Next<ActivityInboundCallsInterceptor, 'execute'>) {
-    this.onFirstDispatch();
     this.reporter.dispatched(Context.current().info.priority?.fairnessKey);
     try {
       return await next(input);
@@ -186,14 +182,9 @@ export async function withGatewayWorker(main: Worker, options: GatewayWorkerOpti
   const client = new Client({ connection: options.connection, namespace: options.namespace });
   const identity = client.options.identity;
   const reporter = new RateReporter(client, options.taskQueue, identity);
-  let following = false;
-  // Until gateway calls arrive on the gateway queue (workflows started before it existed call on the main
-  // queue), the worker's pacer keeps learning the rate on its own.
-  const followServer = () => {
-    if (following) return;
-    following = true;
-    options.gateway.pacer.followServerLimit((kind) => reporter.sent(kind));
-  };
+  // Every request this process sends counts towards the learner's view of the rate, wherever it was dispatched
+  // (workflows started before the gateway queue existed still call on the main queue, unpaced).
+  options.gateway.onRequest = (kind) => reporter.sent(kind);
   const gateway = await Worker.create({
     connection: options.connection,
     namespace: options.namespace,
@@ -204,7 +195,7 @@ export async function withGatewayWorker(main: Worker, options: GatewayWorkerOpti
       pollJob: options.activities.pollJob,
     },
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? 200,
-    interceptors: { activity: [() => ({ inbound: new ReportingInterceptor(reporter, followServer) })] },
+    interceptors: { activity: [() => ({ inbound: new ReportingInterceptor(reporter) })] },
     ...(options.shutdownGraceMs !== undefined
       ? {
           shutdownGraceTime: options.shutdownGraceMs,

@@ -21,6 +21,7 @@ import type { Activities } from '../activities';
 import {
   gatewayActivityOptions,
   PATCH_FIRST_CHECK_TIMER,
+  PATCH_BUDGET_DEFAULT,
   PATCH_GATEWAY_QUEUE,
 } from '../contract/rate-budget';
 import {
@@ -67,9 +68,9 @@ function failureCode(failure: ApplicationFailure | undefined, fallback: string):
 export async function promptWorkflow(input: PromptInput): Promise<PromptResult> {
   const prompt = new PromptRun(input);
   if (patched(PATCH_SPEND_SAFETY)) {
-    // With the shared budget, gateway calls on the rate-limited gateway queue, fair between batches
-    // (docs/rate-budget.md); patched() first, so the marker is written whatever the batch chose.
-    if (patched(PATCH_GATEWAY_QUEUE) && input.sharedBudget)
+    // Gateway calls on the rate-limited gateway queue, fair between batches (docs/rate-budget.md): every
+    // prompt since `budget-default`; before it, only those of batches run with the old `--shared-budget`.
+    if (patched(PATCH_GATEWAY_QUEUE) && (patched(PATCH_BUDGET_DEFAULT) || input.sharedBudget))
       prompt.gateway = gatewayActivityOptions({
         taskQueue: workflowInfo().taskQueue,
         batchId: input.batchId,

@@ -1,6 +1,6 @@
 // The gateway limit learning of the rate-budget workflow, as a pure class (no Temporal calls, time passed in),
-// so it can be unit-tested and its state carried across continue-as-new. The ideas are the worker pacer's
-// (src/gateway/pacer.ts), applied to the one queue limit all workers share:
+// so it can be unit-tested and its state carried across continue-as-new. It sets the one queue limit all
+// workers share:
 // - slow start from 4 rps: the limit doubles per second while the workers' requests fill it;
 // - on a 429 (once per episode): ceiling = the rate at which it hit (the lowest limit in force over the last
 //   few seconds, or the workers' request rate if lower), limit = 0.9 x ceiling, and the queue is held at 0

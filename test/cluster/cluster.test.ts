@@ -122,7 +122,6 @@ describe.skipIf(!ADDRESS)('the self-hosted cluster (Temporal on PostgreSQL, scri
         'run',
         csv,
         '--detach',
-        '--shared-budget',
         '--concurrency',
         '40',
         '--first-poll',

@@ -224,8 +224,8 @@ describe('a worker stopped with SIGTERM while submits wait on a slow gateway', (
     const csv = join(env.dir, 'eight.csv');
     const rowIds = (await writeVbenchCsv(csv, rows)).map((r) => r[0]!);
     const { handle, batchId } = await startBatch(env.session, csv, { poll: FAST_POLL, outDir: out });
-    // Some submits are on the wire (jobs made, answers 12 s away), the others wait in the worker's pacer:
-    // those are not sent by the stopping worker (test/unit/gateway-client.test.ts checks that exactly).
+    // Some submits are on the wire (jobs made, answers 12 s away), the others wait on the gateway queue's rate
+    // limit: those are not sent by the stopping worker (test/unit/gateway-client.test.ts checks that exactly).
     await waitFor(() => env!.sim.stats().jobsCreated >= 3, 60_000, 'submits to reach the gateway');
     const stoppedAt = Date.now();
     const atStop = env.sim.stats().jobsCreated;

@@ -11,7 +11,7 @@ import {
   KeyRefusedError,
   MalformedResponseError,
   NotFoundError,
-  PacerBusyError,
+  NotSentError,
   PermissionDeniedError,
   RateLimitError,
   ServerError,
@@ -138,7 +138,7 @@ describe('GatewayClient against the simulator', () => {
     await expect(client.listModels()).rejects.toBeInstanceOf(ConnectionError);
   });
 
-  it('parses Retry-After (seconds and date) and holds every call of the worker until then', async () => {
+  it('parses Retry-After (seconds and date) and holds the calls of that kind until then, no longer', async () => {
     for (const retryAfterFormat of ['seconds', 'date'] as const) {
       const { client } = await setup({ rateLimit: 1, burst: 1, retryAfterFormat });
       await client.listModels();
@@ -147,11 +147,20 @@ describe('GatewayClient against the simulator', () => {
       const wait = (error as RateLimitError).retryAfterMs ?? 0;
       expect(wait).toBeGreaterThan(0);
       expect(wait).toBeLessThanOrEqual(2000);
-      const hold = client.pacer.snapshot().holdMs;
+      const hold = client.holds.remainingMs('status');
       expect(hold).toBeGreaterThan(0);
+      expect(client.holds.remainingMs('submit')).toBe(0); // a 429 on a check holds checks only
       const started = Date.now();
-      await client.listModels(); // waits out the hold in the pacer, then goes through
+      await client.listModels(); // waits out the hold, then goes through
       expect(Date.now() - started).toBeGreaterThanOrEqual(hold - 50);
+      // A hold longer than the caller can wait: not sent, with when to come back.
+      await client.listModels().catch(() => undefined);
+      const left = client.holds.remainingMs('status');
+      if (left > 100) {
+        const busy = await client.getJob('vid_x', { maxWaitMs: 10 }).catch((e: unknown) => e);
+        expect(busy).toBeInstanceOf(NotSentError);
+        expect((busy as NotSentError).retryAfterMs).toBeGreaterThanOrEqual(left - 50);
+      }
     }
   });
 
@@ -302,7 +311,7 @@ describe('submit outcome: not sent / refused vs unknown', () => {
     const late = await client
       .submit(request, 'k', { sendBy: Date.now() + 50, beforeSend: () => void (sent = true) })
       .catch((e: unknown) => e);
-    expect(late).toBeInstanceOf(PacerBusyError);
+    expect(late).toBeInstanceOf(NotSentError);
     expect(sent).toBe(false);
     expect(sim.state.jobs.size).toBe(before);
     // A beforeSend that fails (the heartbeat could not be recorded) sends nothing and is the call's error.
@@ -316,21 +325,25 @@ describe('submit outcome: not sent / refused vs unknown', () => {
 });
 
 describe('a refused key stops at once', () => {
-  it('refuses every later call with that key locally, queued calls included, until resumed or rotated', async () => {
+  it('refuses every later call with that key locally, calls waiting out a hold included, until resumed or rotated', async () => {
     const { sim } = await setup();
     const record = sim.state.findKey(sim.apiKey)!;
     let key = sim.apiKey;
     const client = new GatewayClient({ baseUrl: sim.baseUrl, apiKey: () => key, timeoutMs: 2000 });
     record.enabled = false;
-    // Ten calls at once: the pacer sends one, the others queue behind it.
-    const results = await Promise.all(
-      Array.from({ length: 10 }, () => client.submit(request, 'k').catch((e: unknown) => e)),
+    // A status check waiting out a 429 hold when the key is refused goes nowhere after its wait either.
+    client.holds.hold('status', 300);
+    const waiting = client.getJob('vid_x').catch((e: unknown) => e);
+    const first = await client.submit(request, 'k').catch((e: unknown) => e);
+    const later = await Promise.all(
+      Array.from({ length: 8 }, () => client.submit(request, 'k').catch((e: unknown) => e)),
     );
+    const results = [first, await waiting, ...later];
     expect(
       results.filter((e) => e instanceof PermissionDeniedError && !(e instanceof KeyRefusedError)).length,
     ).toBe(1);
     const local = results.filter((e) => e instanceof KeyRefusedError);
-    expect(local.length).toBeGreaterThanOrEqual(8);
+    expect(local.length).toBe(9);
     expect((local[0] as KeyRefusedError).status).toBe(403);
     expect((local[0] as KeyRefusedError).outcomeUnknown).toBe(false);
     expect((local[0] as Error).message).not.toContain(sim.apiKey);
@@ -356,13 +369,17 @@ describe('a refused key stops at once', () => {
 });
 
 describe('a stopping worker sends nothing new', () => {
-  it('lets a call on the wire finish, and refuses calls queued in the pacer, later calls and a submit about to send', async () => {
+  it('lets a call on the wire finish, and refuses calls waiting out a hold, later calls and a submit about to send', async () => {
     const { sim, client } = await setup({ faults: { slow: 1, slowMs: 300, scope: 'submit' } });
     const sent = () => sim.stats().requests['POST /v1/videos/generations']?.[200] ?? 0;
-    // Five at once: the pacer sends one (slow: its answer comes 300 ms later), the others wait for a slot.
-    const calls = Array.from({ length: 5 }, (_, i) =>
-      client.submit(request, `k${i}`).catch((e: unknown) => e),
-    );
+    // A 429 earlier held this worker's submissions for 2 s: one call goes out before it (slow: its answer comes
+    // 300 ms later), four wait out the hold.
+    const first = client.submit(request, 'k0').catch((e: unknown) => e);
+    client.holds.hold('submit', 2000);
+    const calls = [
+      first,
+      ...Array.from({ length: 4 }, (_, i) => client.submit(request, `k${i + 1}`).catch((e: unknown) => e)),
+    ];
     await new Promise((r) => setTimeout(r, 50));
     client.stop();
     const results = await Promise.all(calls);
@@ -370,7 +387,7 @@ describe('a stopping worker sends nothing new', () => {
     expect(jobs).toHaveLength(1); // the one on the wire got its answer
     const refused = results.filter((r) => r instanceof WorkerStoppingError);
     expect(refused).toHaveLength(4);
-    expect(refused[0]).toBeInstanceOf(PacerBusyError); // nothing sent: a benign "come back later"
+    expect(refused[0]).toBeInstanceOf(NotSentError); // nothing sent: a benign "come back later"
     expect((refused[0] as Error).message).toContain('this worker is stopping');
     expect(sim.stats().jobsCreated).toBe(1);
     await expect(client.getJob('vid_x')).rejects.toBeInstanceOf(WorkerStoppingError);

@@ -5,7 +5,7 @@ import {
   downloadFailed,
   gatewayUnreachable,
   jobNotFinished,
-  pacerBusy,
+  notSent,
   submitUnknown,
   toFailure,
 } from '../../src/activities/to-failure';
@@ -18,7 +18,7 @@ import {
   KeyRefusedError,
   MalformedResponseError,
   NotFoundError,
-  PacerBusyError,
+  NotSentError,
   PermissionDeniedError,
   RateLimitError,
   ServerError,
@@ -149,9 +149,9 @@ describe('toFailure', () => {
 });
 
 describe('benign and local failures', () => {
-  it('a busy pacer and an unfinished job are benign retries at the given delay', () => {
-    expect(pacerBusy(new PacerBusyError(2500))).toMatchObject({
-      type: FailureType.PacerBusy,
+  it('a call not sent (a hold) and an unfinished job are benign retries at the given delay', () => {
+    expect(notSent(new NotSentError(2500))).toMatchObject({
+      type: FailureType.NotSent,
       nonRetryable: false,
       nextRetryDelay: 2500,
       category: ApplicationFailureCategory.BENIGN,
