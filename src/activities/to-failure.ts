@@ -43,8 +43,9 @@ function classify(err: unknown, activity: ClassifiedActivity): { type: string; d
 
 /**
  * A failed gateway call of `activity`. `retryDelayMs` is the delay before Temporal's next attempt of a
- * transient error (the poll schedule); default: the retry policy's. A 429 waits at least for its Retry-After:
- * on submit the workflow holds the batch that long, on poll Temporal waits that long.
+ * transient error (the poll schedule); default: the retry policy's. A 429 waits for its Retry-After, no longer
+ * (issue 18: the check was due; waiting for the next poll delay too left budget unused): on submit the
+ * workflow holds the batch that long, on poll Temporal waits that long.
  */
 export function toFailure(
   err: unknown,
@@ -54,9 +55,7 @@ export function toFailure(
   const message = err instanceof Error ? err.message : String(err);
   const { type, details } = classify(err, activity);
   const rateLimitWaitMs =
-    err instanceof RateLimitError
-      ? Math.max(err.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS, retryDelayMs ?? 0)
-      : undefined;
+    err instanceof RateLimitError ? (err.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS) : undefined;
   if (isNonRetryable(activity, type)) {
     const shown = rateLimitWaitMs === undefined ? details : { retryAfterMs: rateLimitWaitMs };
     return ApplicationFailure.create({

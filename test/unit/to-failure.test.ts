@@ -57,8 +57,8 @@ describe('toFailure', () => {
     });
     const poll = toFailure(new RateLimitError('429', 7000), 'pollJob', 2000);
     expect(poll).toMatchObject({ type: FailureType.RateLimited, nonRetryable: false, nextRetryDelay: 7000 });
-    // Never sooner than the poll schedule would check again.
-    expect(toFailure(new RateLimitError('429', 500), 'pollJob', 2000).nextRetryDelay).toBe(2000);
+    // The check was due: it goes again when the Retry-After is up, not at the next poll delay.
+    expect(toFailure(new RateLimitError('429', 500), 'pollJob', 2000).nextRetryDelay).toBe(500);
   });
 
   it('waits one second after a 429 without Retry-After', () => {
