@@ -64,6 +64,8 @@ export interface PollInput {
    * gateway queue, where every dispatch takes a token of the shared budget.
    */
   checkNow?: boolean;
+  /** A spare check (workflows/first-check.ts): every attempt checks at once, before the job's due age. */
+  spare?: boolean;
 }
 
 export interface CheckInput {
@@ -247,11 +249,13 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         const unsent = unsentSubmits.get(key) ?? 0;
         unsentSubmits.delete(key);
         const firstCheckAgeMs = latency.firstCheckAge(job.id);
+        const spareCheckAgeMs = latency.spareCheckAge();
         return {
           jobId: job.id,
           submittedAt: Date.now(),
           attempts: Math.max(1, attempt - unsent),
           ...(firstCheckAgeMs !== undefined ? { firstCheckAgeMs } : {}),
+          ...(spareCheckAgeMs !== undefined ? { spareCheckAgeMs } : {}),
           ...(journalError ? { journalError } : {}),
         };
       } catch (err) {
@@ -323,7 +327,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
       const { attempt } = Context.current().info;
       const now = Date.now();
       const timing = nextCheck(poll, attempt, jobId, now - submittedAt, latency, {
-        firstCheckDue: input.checkNow === true && attempt === 1,
+        firstCheckDue: input.checkNow === true && (attempt === 1 || input.spare === true),
       });
       const untilDeadline = deadlineAt === undefined ? Infinity : deadlineAt - now;
       if ('waitMs' in timing && untilDeadline > 0) {

@@ -10,6 +10,8 @@
 const RECENT = 400;
 const MIN_CHECKS = 20;
 const TARGET = 0.9;
+/** Spare checks (workflows/first-check.ts) may start once this share of jobs has finished. */
+const SPARE_TARGET = 0.25;
 /** A share of jobs is checked earlier than the estimate, so that it can move down as well as up. */
 const EXPLORE_SHARE = 0.2;
 const EXPLORE_FROM = 0.6;
@@ -23,7 +25,7 @@ export class LatencyTracker {
   private readonly checks: { age: number; finished: boolean }[] = [];
   /** Jobs this worker has checked at least once, so that only first checks are counted. */
   private readonly seen = new Set<string>();
-  private cached: { at: number; value: number | undefined } | undefined;
+  private readonly cached = new Map<number, { at: number; value: number | undefined }>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -52,13 +54,24 @@ export class LatencyTracker {
 
   /** The age by which 90% of jobs have finished (see the top of this file), cached for a second. */
   dueAge(): number | undefined {
-    const now = this.now();
-    if (this.cached && now - this.cached.at < CACHE_MS) return this.cached.value;
-    this.cached = { at: now, value: this.estimate() };
-    return this.cached.value;
+    return this.ageFor(TARGET);
   }
 
-  private estimate(): number | undefined {
+  /** The age by which a quarter of jobs have finished: spare checks may find a job finished from then on. */
+  spareCheckAge(): number | undefined {
+    return this.ageFor(SPARE_TARGET);
+  }
+
+  private ageFor(target: number): number | undefined {
+    const now = this.now();
+    const hit = this.cached.get(target);
+    if (hit && now - hit.at < CACHE_MS) return hit.value;
+    const value = this.estimate(target);
+    this.cached.set(target, { at: now, value });
+    return value;
+  }
+
+  private estimate(target: number): number | undefined {
     if (this.checks.length < MIN_CHECKS) return undefined;
     const sorted = [...this.checks].sort((a, b) => a.age - b.age);
     // Pool adjacent violators: blocks of (mean finished share, count, last age), means non-decreasing.
@@ -74,7 +87,7 @@ export class LatencyTracker {
     // The first block reaching the target: its ages are where the fitted share crosses it; take its first.
     let start = 0;
     for (const block of blocks) {
-      if (block.mean >= TARGET) return sorted[start]!.age;
+      if (block.mean >= target) return sorted[start]!.age;
       start += block.n;
     }
     // No age reaches the target. When the finished share is flat over a span of ages (a share of jobs never
@@ -85,7 +98,7 @@ export class LatencyTracker {
     if (plateau.mean > 0 && last >= FLAT_SPAN * sorted[sorted.length - plateau.n]!.age) {
       start = 0;
       for (const block of blocks) {
-        if (block.mean >= TARGET * plateau.mean) return sorted[start]!.age;
+        if (block.mean >= target * plateau.mean) return sorted[start]!.age;
         start += block.n;
       }
     }

@@ -40,6 +40,11 @@ export function rateBudgetWorkflowId(gatewayTaskQueue: string): string {
 
 /** Temporal's priority keys run 1 (first) to 5; 3 is the server's default. */
 export const DEFAULT_PRIORITY = 3;
+/** Spare status checks (workflows/first-check.ts) go last: only budget no other call is waiting for. */
+export const SPARE_PRIORITY = 5;
+
+/** Prompts on the gateway queue started after this patch check a job early with spare budget (first-check.ts). */
+export const PATCH_SPARE_CHECKS = 'spare-checks';
 const MAX_FAIRNESS_KEY = 64; // bytes, per the server
 
 /** FNV-1a, 32 bits: a short, deterministic tag for ids longer than a fairness key may be. */

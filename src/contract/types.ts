@@ -279,6 +279,8 @@ export interface SubmitResult {
    * (activities/latency.ts); absent until then (the poll schedule's firstPollMs applies).
    */
   firstCheckAgeMs?: number;
+  /** The age from which spare checks may find it finished (a quarter of jobs are by then); absent: not learned. */
+  spareCheckAgeMs?: number;
   /** The job id could not be written to the jobs journal (why): a terminate before the row ends may lose it. */
   journalError?: string;
 }

@@ -23,7 +23,9 @@ import {
   PATCH_FIRST_CHECK_TIMER,
   PATCH_BUDGET_DEFAULT,
   PATCH_GATEWAY_QUEUE,
+  PATCH_SPARE_CHECKS,
 } from '../contract/rate-budget';
+import { spareChecksApply, waitWithSpareChecks } from './first-check';
 import {
   DEFAULT_RETRY_AFTER_MS,
   FailureType,
@@ -640,13 +642,33 @@ async function pollSpendSafe(
   // Submit time + job deadline + time paused so far (a pause moves it).
   const deadlineAt = () => submitted.submittedAt + input.jobDeadlineMs + prompt.pausedMs;
   // On the gateway queue every dispatch takes a token of the shared budget, so the wait for the first check
-  // is a timer here rather than a pollJob attempt that sends nothing (docs/rate-budget.md).
+  // is a timer here rather than a pollJob attempt that sends nothing (docs/rate-budget.md); with spare
+  // budget, checks go earlier (first-check.ts).
   let checkNow = false;
   if (fresh && prompt.gateway.taskQueue !== undefined && patched(PATCH_FIRST_CHECK_TIMER)) {
-    const learned = input.poll.adaptive !== false ? submitted.firstCheckAgeMs : undefined;
+    const adaptive = input.poll.adaptive !== false;
+    const learned = adaptive ? submitted.firstCheckAgeMs : undefined;
     const dueAt = Math.min(submitted.submittedAt + (learned ?? input.poll.firstPollMs), deadlineAt() + 100);
+    const spareAge = adaptive ? submitted.spareCheckAgeMs : undefined;
+    const wait = {
+      gateway: prompt.gateway,
+      dueAt,
+      spareFrom: spareAge === undefined ? undefined : submitted.submittedAt + spareAge,
+      poll: {
+        jobId: submitted.jobId,
+        submittedAt: submitted.submittedAt,
+        poll: input.poll,
+        deadlineAt: deadlineAt(),
+        unblockedAt: prompt.unblockedAt,
+      },
+      activityTimeoutMs: input.activityTimeoutMs,
+      intervalMs: input.poll.intervalMs,
+    };
     try {
-      if (dueAt > Date.now())
+      if (spareChecksApply(wait) && patched(PATCH_SPARE_CHECKS)) {
+        const early = await waitWithSpareChecks(wait);
+        if (early) return pollFinished(prompt, common, early);
+      } else if (dueAt > Date.now())
         await sleep(dueAt - Date.now(), { summary: `first status check of job ${submitted.jobId}` });
     } catch (err) {
       if (isCancellation(err))
