@@ -32,11 +32,13 @@ export interface SpawnOptions {
   env?: Record<string, string>;
   /** SIGINT once stderr or stdout matches. */
   interruptWhen?: RegExp;
+  /** Another build's bin/vidbatch.mjs (the rolling-upgrade test); default this checkout's. */
+  cli?: string;
 }
 
 /** Runs `vidbatch ...args` to its end. */
 export function vidbatch(args: string[], options: SpawnOptions): Promise<CliRun> {
-  const child = spawn(process.execPath, [CLI, ...args], {
+  const child = spawn(process.execPath, [options.cli ?? CLI, ...args], {
     cwd: options.cwd,
     env: cliEnvironment(options.env),
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -46,7 +48,7 @@ export function vidbatch(args: string[], options: SpawnOptions): Promise<CliRun>
 
 /** Starts `vidbatch ...args` in the background: `output()` so far, `waitFor(pattern)`, `done`, `stop()`. */
 export function background(args: string[], options: SpawnOptions) {
-  const child = spawn(process.execPath, [CLI, ...args], {
+  const child = spawn(process.execPath, [options.cli ?? CLI, ...args], {
     cwd: options.cwd,
     env: cliEnvironment(options.env),
     stdio: ['ignore', 'pipe', 'pipe'],
