@@ -6,7 +6,11 @@
 import { resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { DEFAULT_RETRY_AFTER_MS, SUSPICIOUS_RETRY_AFTER_MS } from '../contract/failures';
+import {
+  DEFAULT_RETRY_AFTER_MS,
+  SUBMIT_HEARTBEAT_EVERY_MS,
+  SUSPICIOUS_RETRY_AFTER_MS,
+} from '../contract/failures';
 import {
   NO_VIDEO_URL_CODE,
   type JobCheck,
@@ -233,17 +237,27 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         );
       }
       const { holdMs, sendBy } = attemptWindow(startedAt, gateway.submitTimeoutMs);
+      // While the POST is out the attempt heartbeats (always `sending`), so a worker that dies mid-POST is
+      // noticed within the heartbeat timeout; before it, no heartbeat, so no wait may come near that timeout.
+      let beating: ReturnType<typeof setInterval> | undefined;
       try {
         const job = await gateway.submit(
           { model: row.model, input: row.input, parameters: row.parameters },
           key,
           {
-            maxWaitMs: holdMs,
+            maxWaitMs: Math.min(holdMs, SUBMIT_HEARTBEAT_EVERY_MS * 3),
             sendBy,
             ...(input.unblockedAt !== undefined ? { unblockedAt: input.unblockedAt } : {}),
-            beforeSend: () => recordHeartbeat(ctx, { sending: true }),
+            beforeSend: async () => {
+              await recordHeartbeat(ctx, { sending: true });
+              beating = setInterval(
+                () => ctx.heartbeat({ sending: true } satisfies SubmitHeartbeat),
+                SUBMIT_HEARTBEAT_EVERY_MS,
+              );
+            },
           },
         );
+        clearInterval(beating);
         count('vidbatch_jobs_submitted');
         const journalError = await journal(input, { rowId: row.id, jobId: job.id });
         const unsent = unsentSubmits.get(key) ?? 0;
@@ -259,6 +273,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
           ...(journalError ? { journalError } : {}),
         };
       } catch (err) {
+        clearInterval(beating);
         if (err instanceof NotSentError) {
           if (unsentSubmits.size > 10_000) unsentSubmits.clear();
           unsentSubmits.set(key, (unsentSubmits.get(key) ?? 0) + 1);

@@ -57,6 +57,14 @@ export const SUSPICIOUS_RETRY_AFTER_MS = 60 * 60_000;
 export const DEFAULT_RETRY_AFTER_MS = 1000;
 
 /**
+ * A submit attempt heartbeats while its POST is out, so the attempt of a worker that died mid-POST ends after
+ * this long rather than at its start-to-close (minutes): its row learns sooner that the outcome is unknown.
+ */
+export const SUBMIT_HEARTBEAT_TIMEOUT_MS = 30_000;
+/** How often a submit attempt heartbeats while its POST is out, and the longest it waits before sending. */
+export const SUBMIT_HEARTBEAT_EVERY_MS = 5_000;
+
+/**
  * Failure types each activity never retries: the workflow must see them (auth -> pause the batch, 429 on
  * submit -> gate the batch) or retrying cannot help. Every other failure is retried by Temporal.
  */

@@ -33,6 +33,7 @@ import {
   PATCH_UNATTENDED,
   PATCH_VERIFY_STRICT,
   RETRY_POLICIES,
+  SUBMIT_HEARTBEAT_TIMEOUT_MS,
 } from '../contract/failures';
 import {
   promptBlockedSignal,
@@ -492,6 +493,8 @@ async function submitSpendSafe(
   const { submitJob } = proxyActivities<Activities>({
     ...prompt.gateway,
     startToCloseTimeout: prompt.input.submitTimeoutMs ?? DEFAULT_SUBMIT_TIMEOUT_MS,
+    // Not a command attribute replay compares: running workflows get it on their next submit.
+    heartbeatTimeout: SUBMIT_HEARTBEAT_TIMEOUT_MS,
     retry: RETRY_POLICIES.submitJob,
   });
   const scope = CancellationScope.current();
