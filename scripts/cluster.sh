@@ -2,7 +2,8 @@
 # The self-hosted stack of docker-compose.yml, natively and without Docker, on 127.0.0.1 only: PostgreSQL
 # (Debian's packages), the Temporal server 1.29.1 (built from the Go module proxy, cached) configured by
 # deploy/temporal-server.yaml and deploy/dynamicconfig/, the schema by deploy/temporal-schema.sh and the
-# namespace and search attributes by deploy/temporal-namespace.sh: the same files compose runs.
+# namespace and search attributes by deploy/temporal-namespace.sh: the same files compose runs. And the
+# Temporal Web UI server of compose's temporalio/ui image version, built the same way (its pages are embedded).
 #
 #   scripts/cluster.sh up | down | status | restart-server | restart-db | env | destroy
 #
@@ -12,6 +13,7 @@
 #   VIDBATCH_CLUSTER_PORT     Temporal frontend gRPC port (default 27233); the server's other services use
 #                             the next ports: history +1, matching +2, worker +6, HTTP +10, membership +20..+26
 #   VIDBATCH_CLUSTER_PG_PORT  PostgreSQL port (default 25432)
+#   VIDBATCH_CLUSTER_UI_PORT  Temporal Web UI port (default 28080)
 #   TEMPORAL_NAMESPACE        namespace to create (default `default`)
 #   XDG_CACHE_HOME            builds are cached in $XDG_CACHE_HOME/vidbatch (default ~/.cache/vidbatch)
 # The Go toolchain (PATH or /usr/local/go/bin) is needed once, for the builds. Run it as root (CI) or as a
@@ -20,16 +22,19 @@ set -euo pipefail
 
 SERVER_VERSION=v1.29.1 # the version of docker-compose.yml's temporalio/server image
 CLI_VERSION=v1.5.1     # src/dev-server/cli-binary.ts TEMPORAL_CLI_VERSION
+UI_VERSION=v2.42.1     # the version of docker-compose.yml's temporalio/ui image
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STATE_REL=${VIDBATCH_CLUSTER_DIR:-$ROOT/.vidbatch/cluster}
 mkdir -p "$STATE_REL"
 STATE=$(cd "$STATE_REL" && pwd)
 PORT=${VIDBATCH_CLUSTER_PORT:-27233}
 PG_PORT=${VIDBATCH_CLUSTER_PG_PORT:-25432}
+UI_PORT=${VIDBATCH_CLUSTER_UI_PORT:-28080}
 NAMESPACE=${TEMPORAL_NAMESPACE:-default}
 ADDRESS=127.0.0.1:$PORT
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/vidbatch
 SERVER_DIR=$CACHE/temporal-server/$SERVER_VERSION
+UI_DIR=$CACHE/temporal-ui/$UI_VERSION
 CLI=$CACHE/temporal-cli/$CLI_VERSION/temporal
 export PATH="$PATH:/usr/local/go/bin"
 
@@ -72,6 +77,15 @@ ensure_server() {
   chmod -R u+w "$staging/schema"
   rm -rf "$SERVER_DIR"
   mv "$staging" "$SERVER_DIR"
+}
+
+ensure_ui() {
+  [ -x "$UI_DIR/temporal-ui-server" ] && return
+  local staging
+  staging=$(go_install "$UI_DIR" "github.com/temporalio/ui-server/v2/cmd/server@$UI_VERSION")
+  mv "$staging/server" "$staging/temporal-ui-server"
+  rm -rf "$UI_DIR"
+  mv "$staging" "$UI_DIR"
 }
 
 ensure_cli() { # the same cache entry src/dev-server/cli-binary.ts provisions
@@ -260,21 +274,64 @@ namespace() {
     die "deploy/temporal-namespace.sh failed: $(tail -5 "$STATE/setup.log")"
 }
 
+# ---------------------------------------------------------------------------------------------- Web UI
+ui_pid() {
+  local pid
+  pid=$(cat "$STATE/ui.pid" 2>/dev/null || true)
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && grep -q temporal-ui-server "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
+  return 0
+}
+
+ui_start() { # what compose's temporal-ui service is given: the frontend's address, a port on 127.0.0.1
+  [ -n "$(ui_pid)" ] && return
+  mkdir -p "$STATE/ui/config"
+  printf 'temporalGrpcAddress: %s\nhost: 127.0.0.1\nport: %s\nenableUi: true\ndefaultNamespace: %s\n' \
+    "$ADDRESS" "$UI_PORT" "$NAMESPACE" >"$STATE/ui/config/cluster.yaml"
+  say "starting the Temporal Web UI $UI_VERSION on http://127.0.0.1:$UI_PORT (log: $STATE/ui.log)"
+  (
+    close_fds
+    exec setsid "$UI_DIR/temporal-ui-server" --root "$STATE/ui" --config config --env cluster start \
+      >>"$STATE/ui.log" 2>&1 </dev/null
+  ) &
+  echo $! >"$STATE/ui.pid"
+  local t0=$SECONDS
+  until curl -fsS -o /dev/null "http://127.0.0.1:$UI_PORT/"; do
+    [ -n "$(ui_pid)" ] || die "the Web UI exited: $(tail -5 "$STATE/ui.log")"
+    [ $((SECONDS - t0)) -lt 30 ] || die "the Web UI did not answer on port $UI_PORT within 30 s"
+    sleep 0.5
+  done
+  sleep 0.5 # another program on the port answers too, and then ours exits: "address already in use"
+  [ -n "$(ui_pid)" ] || die "the Web UI exited: $(tail -5 "$STATE/ui.log")"
+}
+
+ui_stop() {
+  local pid
+  pid=$(ui_pid)
+  [ -z "$pid" ] && return
+  say "stopping the Web UI (pid $pid)"
+  kill -TERM "$pid"
+  rm -f "$STATE/ui.pid"
+}
+
 # ---------------------------------------------------------------------------------------------- commands
 up() {
   local t0=$SECONDS
   ensure_server
+  ensure_ui
   ensure_cli
   pg_start
   schema
   server_start
   wait_healthy 180
   namespace
+  ui_start
   say "up in $((SECONDS - t0)) s"
   echo "TEMPORAL_ADDRESS=$ADDRESS"
+  echo "TEMPORAL_UI=http://127.0.0.1:$UI_PORT"
 }
 
 down() {
+  ui_stop
   server_stop
   pg_stop
   say "down (data kept in $STATE; \`destroy\` removes it)"
@@ -293,6 +350,10 @@ status() {
     fi
   else
     echo "temporal: stopped"
+    code=1
+  fi
+  if [ -n "$(ui_pid)" ]; then echo "web ui: http://127.0.0.1:$UI_PORT"; else
+    echo "web ui: stopped"
     code=1
   fi
   return $code
@@ -317,7 +378,10 @@ restart-db)
   pg_start
   say "PostgreSQL restarted"
   ;;
-env) echo "TEMPORAL_ADDRESS=$ADDRESS" ;;
+env)
+  echo "TEMPORAL_ADDRESS=$ADDRESS"
+  echo "TEMPORAL_UI=http://127.0.0.1:$UI_PORT"
+  ;;
 destroy)
   down
   dir=$(pg_dir)
@@ -325,7 +389,7 @@ destroy)
   say "removed $STATE"
   ;;
 *)
-  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
   ;;
 esac

@@ -1,0 +1,64 @@
+// The Temporal Web UI of the self-hosted stack (scripts/cluster.sh runs the UI server of compose's
+// temporalio/ui version), in a real headless browser: a batch run on the cluster is there with its progress
+// in the current details, and the rate-budget learner's page shows the gateway queue's limit and each batch's
+// share, as the README's "Watching in the Temporal Web UI" says. Runs when VIDBATCH_CLUSTER_UI is set (.ci/run
+// sets it after `scripts/cluster.sh up`).
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type Browser } from 'playwright-core';
+import { afterAll, describe, expect, it } from 'vitest';
+import { writeVbenchCsv } from '../../bench/vbench';
+import { gatewayQueue, rateBudgetWorkflowId } from '../../src/contract/rate-budget';
+import { vidbatch } from '../integration/cli-helpers';
+
+const ADDRESS = process.env.VIDBATCH_CLUSTER_ADDRESS;
+const UI = process.env.VIDBATCH_CLUSTER_UI;
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const IN_CI = process.env.CI === 'true';
+
+if (ADDRESS && !UI && IN_CI)
+  describe('the cluster Web UI in CI', () => {
+    it('is up', () => {
+      throw new Error('VIDBATCH_CLUSTER_UI is not set: scripts/cluster.sh up did not start the Web UI');
+    });
+  });
+
+let browser: Browser | undefined;
+afterAll(async () => {
+  await browser?.close();
+});
+
+describe.skipIf(!ADDRESS || !UI)('the Temporal Web UI of the cluster', () => {
+  it('shows a batch with its progress, and the learner with the limit and the shares', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-ui-'));
+    const taskQueue = `ui-${Date.now().toString(36)}`;
+    const env = { TEMPORAL_ADDRESS: ADDRESS!, VIDBATCH_TASK_QUEUE: taskQueue };
+    await writeVbenchCsv(join(dir, 'p.csv'), 6, 'all_dimension', Date.now() % 1_000_000_000);
+    // `run --simulate`: the simulator and a worker in this process, the batch on the cluster.
+    const run = await vidbatch(['run', 'p.csv', '--simulate'], { cwd: dir, env });
+    expect(run.code, run.stderr).toBe(0);
+    const batch = /(batch-[0-9a-f]{16})/.exec(run.stdout + run.stderr)![1]!;
+
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+    const page = await browser.newPage();
+    await page.goto(`${UI}/namespaces/default/workflows/${batch}`);
+    await page.getByText(batch).first().waitFor({ timeout: 60_000 });
+    await page
+      .getByText(/Completed/i)
+      .first()
+      .waitFor({ timeout: 60_000 });
+
+    // The learner's page: its current details are the limit, why, and each batch's share.
+    const learner = rateBudgetWorkflowId(gatewayQueue(taskQueue));
+    await page.goto(`${UI}/namespaces/default/workflows/${encodeURIComponent(learner)}`);
+    await page.getByText(learner).first().waitFor({ timeout: 60_000 });
+    await page
+      .getByText(/requests\/s/)
+      .first()
+      .waitFor({ timeout: 60_000 });
+    const text = await page.locator('body').innerText();
+    console.log(`[ui] learner page: ${/[^\n]*requests\/s[^\n]*/.exec(text)?.[0]}`);
+    expect(text).toContain('vidbatch:');
+  }, 240_000);
+});
