@@ -2,6 +2,7 @@
 // and resume, the guard rails, and what is carried across continue-as-new. Plain methods and no Temporal
 // calls: the workflow (batch.ts) turns the effects into commands, in the order this class asks for them, and
 // the unit tests drive it directly.
+import { CAPACITY_RETRY_AFTER_MS } from '../contract/failures';
 import type { PromptSubmitOutcome } from '../contract/messages';
 import { CapacityGate } from './capacity-gate';
 import {
@@ -214,9 +215,13 @@ export class BatchState {
     const { rowId } = report;
     if (!this.inFlight.has(rowId)) return;
     if (report.outcome === 'capacity') {
-      // Refused for capacity: nothing was made; the prompt waits for a slot (or, without a gate, goes on).
-      if (this.capacityGate) this.capacityGate.refused(rowId, report.retryAfterMs ?? 0, now);
-      else this.effects.unblock(rowId);
+      // A submit refused with 429: nothing was made; the gate tells a capacity refusal from a rate limit (the
+      // prompt then goes again after the Retry-After, and no new prompt starts before).
+      const retryAfterMs = report.retryAfterMs ?? 0;
+      const gate = this.capacityGate;
+      if (!gate) this.effects.unblock(rowId);
+      else if (!gate.rateLimited(rowId, retryAfterMs, now, CAPACITY_RETRY_AFTER_MS))
+        this.promptRateLimited(rowId, now + retryAfterMs);
       this.changed();
       return;
     }
@@ -225,9 +230,12 @@ export class BatchState {
       this.awaitingPost.delete(rowId);
     }
     if (report.outcome === 'sent') {
-      this.capacityGate?.sent(rowId, now);
       this.unknownInARow = 0;
       if (this.pauseKind === 'unreachable') this.resume();
+      if (this.capacityGate) {
+        this.capacityGate.sent(rowId, now);
+        this.changed(); // the ramp may let more prompts start
+      }
       return;
     }
     if (report.outcome === 'unreachable') {

@@ -28,6 +28,8 @@ export class CapacityGate {
   private cap: number | null = null;
   /** Refused prompts waiting for a slot, first refused first. */
   private readonly waiting: string[] = [];
+  /** Prompts refused with a short Retry-After before any capacity refusal: let go when it has passed. */
+  private readonly sleeping = new Set<string>();
   /** When the next probe slot opens (after a refusal's Retry-After, or the pace of submits). */
   private probeAt: number | null = null;
   /** A probe slot is open and not yet given. */
@@ -79,17 +81,39 @@ export class CapacityGate {
     if (this.probeRow === rowId) {
       // The probe found a free slot: the next may be free soon too; try at the pace slots have been freeing.
       this.probeRow = null;
-      this.prepaid += 1;
+      // With no other job of ours that may have finished unseen, the slot was not ours: the cap is higher.
+      if (this.prepaid < this.running.size - 1) this.prepaid += 1;
+      else this.cap = Math.max(this.cap ?? 0, this.holding());
       this.scheduleProbe(now + this.probeGap(now), now);
     } else if (this.cap !== null && this.holding() > this.cap) {
       this.cap = this.holding(); // more fit than seen at the refusal (a late report, or a raised cap)
     }
   }
 
+  /**
+   * A prompt's submit was refused with 429. A Retry-After over `capacityAfterMs`, or any once the gate is
+   * on, is a capacity refusal: the prompt waits for a slot (so do those sleeping out a short one). Before
+   * that, a short Retry-After reads as a request rate limit: the prompt goes again when it has passed.
+   * Returns whether it was taken for a capacity refusal.
+   */
+  rateLimited(rowId: string, retryAfterMs: number, now: number, capacityAfterMs: number): boolean {
+    if (this.cap === null && retryAfterMs <= capacityAfterMs) {
+      this.sleeping.add(rowId);
+      this.effects.timer(retryAfterMs, () => {
+        if (this.sleeping.delete(rowId)) this.effects.unblock(rowId);
+      });
+      return false;
+    }
+    this.refused(rowId, retryAfterMs, now);
+    return true;
+  }
+
   /** A prompt's submit was refused for capacity: it waits for a slot. */
   refused(rowId: string, retryAfterMs: number, now: number): void {
     if (this.probeRow === rowId) this.probeRow = null;
     this.cap = this.holding();
+    for (const r of this.sleeping) if (!this.waiting.includes(r)) this.waiting.push(r);
+    this.sleeping.clear();
     if (!this.waiting.includes(rowId)) this.waiting.push(rowId);
     this.scheduleProbe(now + retryAfterMs, now);
     this.grant();
@@ -99,6 +123,7 @@ export class CapacityGate {
   finished(rowId: string): void {
     if (this.running.delete(rowId) && this.prepaid > 0) this.prepaid -= 1;
     this.remove(rowId);
+    this.sleeping.delete(rowId);
     if (this.probeRow === rowId) {
       this.probeRow = null;
       this.probeOpen = true;

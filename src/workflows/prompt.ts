@@ -24,7 +24,6 @@ import {
   PATCH_GATEWAY_QUEUE,
 } from '../contract/rate-budget';
 import {
-  CAPACITY_RETRY_AFTER_MS,
   DEFAULT_RETRY_AFTER_MS,
   FailureType,
   PATCH_SPEND_SAFETY,
@@ -149,10 +148,10 @@ class PromptRun {
   }
 
   /**
-   * A submit refused for capacity (patch `capacity-gate`): asks the batch for a submission slot and waits for
-   * its go, which comes when one of the batch's jobs finishes or a Retry-After has passed; at most the longer
-   * of twice the Retry-After and CAPACITY_WAIT_MAX_MS (then it tries again, keeping its place). Without a batch
-   * to ask, sleeps the Retry-After. Throws when cancelled.
+   * A submit refused with 429 (patch `capacity-gate`): tells the batch and waits for its go. Under a running-
+   * jobs cap that comes when one of the batch's jobs finishes or a Retry-After has passed; under a rate limit,
+   * after the Retry-After. At most the longer of twice the Retry-After and CAPACITY_WAIT_MAX_MS (then it tries
+   * again, keeping its place). Without a batch to ask, sleeps the Retry-After. Throws when cancelled.
    */
   async waitForSlot(retryAfterMs: number): Promise<void> {
     this.unblocked = false;
@@ -607,8 +606,9 @@ async function submitSpendSafe(
           retryAfterMs: number;
         };
         spend.rateLimits += 1;
-        if (prompt.capacityGate && retryAfterMs > CAPACITY_RETRY_AFTER_MS) {
-          // A running-jobs cap (docs/rate-budget.md): wait for the batch's slot, not with every other refused row.
+        if (prompt.capacityGate) {
+          // The batch tells a running-jobs cap (docs/rate-budget.md) from a rate limit: under a cap the row
+          // waits for the batch's slot, not to wake with every other refused row; else until Retry-After.
           await prompt.waitForSlot(retryAfterMs);
           continue;
         }

@@ -127,3 +127,31 @@ describe('capacity gate (BatchState with patch capacity-gate)', () => {
     expect(state.progress(0).capacityGate).toBeUndefined();
   });
 });
+
+describe('capacity gate: short Retry-Afters and refusals with nothing running', () => {
+  it('before the gate, a short Retry-After is a rate limit: the row goes again after it; a capacity refusal then queues it', () => {
+    const b = gatedBatch();
+    b.startAll();
+    b.sent('r1');
+    b.refused('r2', 1000, 0); // 1 s: a request rate limit
+    expect(b.state.progress(0).holdUntil).toBe(1000);
+    expect(b.timers.map((t) => t.ms)).toEqual([1000]);
+    b.timers[0]!.fire();
+    expect(b.unblocked).toEqual(['r2']);
+    b.refused('r3', 1000, 10);
+    b.refused('r4', 9000, 20); // a capacity refusal: r3 no longer goes by its own timer
+    b.timers[1]!.fire();
+    expect(b.unblocked).toEqual(['r2']);
+    expect(b.state.capacityGate!.snapshot()).toMatchObject({ cap: 1, waiting: 2 });
+  });
+
+  it('a probe that goes through when no job of the batch could have freed its slot raises the cap', () => {
+    const b = gatedBatch();
+    b.startAll();
+    for (const id of ['r1', 'r2', 'r3', 'r4', 'r5', 'r6', 'r7', 'r8', 'r9', 'r10']) b.refused(id, 5000, 0);
+    expect(b.state.capacityGate!.snapshot()).toMatchObject({ cap: 0, waiting: 10 });
+    b.timers[0]!.fire();
+    b.sent('r1', 5000);
+    expect(b.state.capacityGate!.snapshot()).toMatchObject({ cap: 1, running: 1 });
+  });
+});
