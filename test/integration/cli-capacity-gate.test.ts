@@ -62,7 +62,8 @@ describe('a gateway that caps running jobs', () => {
       `capacity gate, cap 3, ${ROWS} rows: ${stats.rateLimited} 429s (${perJob.toFixed(2)} per job)`,
     );
     // Without the gate, every refused row retried at its own Retry-After: several 429s per job (6.46 in the
-    // bench). With it, the first refusals of the ramp and the probes that find the gateway still full.
-    expect(perJob).toBeLessThanOrEqual(1);
+    // bench). With it, the ramp's first refusals (7 of 10 here) and the probes that find the gateway still
+    // full: 0.65 per job alone; the bound leaves room for a loaded machine, far below a herd.
+    expect(perJob).toBeLessThanOrEqual(1.5);
   }, 240_000);
 });
