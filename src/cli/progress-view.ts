@@ -21,6 +21,7 @@ export function progressLine(p: BatchProgress, now = Date.now()): string {
     parts.push(`HOLD: ${holdText(p.holdUntil, p.holdReason)} (${formatDuration(p.holdUntil - now)} left)`);
   else if (p.rateLimitedUntil && p.rateLimitedUntil > now)
     parts.push(`rate limited ${formatDuration(p.rateLimitedUntil - now)}`);
+  if (p.capacityGate) parts.push(p.capacityGate);
   if (p.pausedReason) parts.push(`PAUSED: ${p.pausedReason}`);
   return parts.join(' · ');
 }

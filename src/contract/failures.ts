@@ -50,6 +50,16 @@ export const PATCH_UNKNOWN_WHOLE_LIFE = 'unknown-whole-life';
  */
 export const PATCH_VERIFY_STRICT = 'verify-strict';
 
+/**
+ * Issue 18: a submit refused with 429 and a Retry-After longer than CAPACITY_RETRY_AFTER_MS is a capacity
+ * refusal (the gateway caps running jobs): the prompt waits for a submission slot from its batch, which hands
+ * one out when one of its jobs finishes or a Retry-After has passed, instead of sleeping its own Retry-After.
+ */
+export const PATCH_CAPACITY_GATE = 'capacity-gate';
+
+/** A submit-only 429 with a longer Retry-After reads as a running-jobs cap (as the learner reads it). */
+export const CAPACITY_RETRY_AFTER_MS = 2000;
+
 /** A Retry-After longer than this is logged as suspicious (it is still honoured: a quota may reset hours later). */
 export const SUSPICIOUS_RETRY_AFTER_MS = 60 * 60_000;
 

@@ -18,14 +18,19 @@ export interface PromptRateLimited {
 /** What became of a prompt's submit (patch `unattended`): the breaker and the unreachable pause count these. */
 export interface PromptSubmitOutcome {
   rowId: string;
-  /** `sent`: a job id came back; `unknown`: the gateway may have made a job; `unreachable`: nothing could be sent. */
-  outcome: 'sent' | 'unknown' | 'unreachable';
+  /**
+   * `sent`: a job id came back; `unknown`: the gateway may have made a job; `unreachable`: nothing could be sent;
+   * `capacity` (patch `capacity-gate`): refused with a long Retry-After, the prompt waits for a slot (`unblock`).
+   */
+  outcome: 'sent' | 'unknown' | 'unreachable' | 'capacity';
   /** The prompt waits for `unblock` before it sends again (a resend after an unknown outcome). */
   waiting?: boolean;
   /** What went wrong, for the pause's reason. */
   reason?: string;
   /** unreachable: epoch ms since when. */
   sinceMs?: number;
+  /** capacity: the Retry-After the gateway gave (ms). */
+  retryAfterMs?: number;
 }
 
 export const progressQuery = defineQuery<BatchProgress>('progress');

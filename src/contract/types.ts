@@ -339,6 +339,8 @@ export interface PromptInput {
   keyBatchId?: string;
   /** Issue 19: `strict` ends a row whose downloaded video differs from its request as `video_mismatch`. */
   verify?: VerifyMode;
+  /** Patch `capacity-gate`: a capacity refusal waits for the batch's slot (its batch gates), not Retry-After. */
+  capacityGate?: boolean;
 }
 
 /** A verified download of a finished video. */
@@ -401,6 +403,8 @@ export interface BatchProgress {
   holdUntil: number | null;
   /** Why the batch holds, e.g. "the gateway asked to wait until 03:10 UTC". */
   holdReason: string | null;
+  /** Patch `capacity-gate`: "capacity gate: 10 jobs running (the gateway's cap), 3 rows waiting for a slot". */
+  capacityGate?: string | null;
 }
 
 export interface BatchResult {

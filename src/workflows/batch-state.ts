@@ -2,7 +2,9 @@
 // and resume, the guard rails, and what is carried across continue-as-new. Plain methods and no Temporal
 // calls: the workflow (batch.ts) turns the effects into commands, in the order this class asks for them, and
 // the unit tests drive it directly.
+import { CAPACITY_RETRY_AFTER_MS } from '../contract/failures';
 import type { PromptSubmitOutcome } from '../contract/messages';
+import { CapacityGate } from './capacity-gate';
 import {
   DEFAULT_PAUSE_AFTER_UNKNOWN,
   type BatchCarry,
@@ -24,6 +26,8 @@ export interface BatchEffects {
   unblock(rowId: string): void;
   /** The batch was resumed (what waited on the pause may go on). */
   resumed?(): void;
+  /** Call `fire` after `ms` (a durable timer; patch `capacity-gate`). */
+  timer?(ms: number, fire: () => void): void;
 }
 
 /** Guard rails on the failure rate only count once this many rows have finished. */
@@ -70,6 +74,8 @@ export class BatchState {
   private holdReasonText: string | null = null;
   /** Moves on every change; the workflow's main loop sleeps until it does. */
   tick = 0;
+  /** Patch `capacity-gate` (issue 18): submissions wait for a slot under a gateway's running-jobs cap. */
+  capacityGate: CapacityGate | null = null;
 
   constructor(
     private readonly input: Pick<BatchInput, 'batchId' | 'totalRows' | 'options' | 'carry'>,
@@ -108,6 +114,24 @@ export class BatchState {
     this.tick += 1;
   }
 
+  /** Turns the capacity gate on (patch `capacity-gate`; the workflow decides once per run). */
+  enableCapacityGate(): void {
+    const { effects } = this;
+    if (!effects.timer) throw new Error('the capacity gate needs a timer');
+    this.capacityGate = new CapacityGate(
+      {
+        unblock: (rowId) => this.effects.unblock(rowId),
+        timer: (ms, fire) =>
+          effects.timer!(ms, () => {
+            fire();
+            this.changed(); // a probe slot may let a new prompt start
+          }),
+      },
+      this.awaitingPost,
+      () => !this.allStarted(),
+    );
+  }
+
   progress(now: number): BatchProgress {
     return {
       batchId: this.batchId,
@@ -130,6 +154,7 @@ export class BatchState {
       unknownSubmitRows: this.unknownSubmitRows,
       holdUntil: this.gateUntil > now ? this.gateUntil : null,
       holdReason: this.gateUntil > now ? this.holdReason(now) : null,
+      ...(this.capacityGate ? { capacityGate: this.capacityGate.describe(now) } : {}),
     };
   }
 
@@ -189,6 +214,17 @@ export class BatchState {
   submitOutcome(report: PromptSubmitOutcome, now: number): void {
     const { rowId } = report;
     if (!this.inFlight.has(rowId)) return;
+    if (report.outcome === 'capacity') {
+      // A submit refused with 429: nothing was made; the gate tells a capacity refusal from a rate limit (the
+      // prompt then goes again after the Retry-After, and no new prompt starts before).
+      const retryAfterMs = report.retryAfterMs ?? 0;
+      const gate = this.capacityGate;
+      if (!gate) this.effects.unblock(rowId);
+      else if (!gate.rateLimited(rowId, retryAfterMs, now, CAPACITY_RETRY_AFTER_MS))
+        this.promptRateLimited(rowId, now + retryAfterMs);
+      this.changed();
+      return;
+    }
     if (report.outcome !== 'unreachable') {
       this.posts += 1;
       this.awaitingPost.delete(rowId);
@@ -196,6 +232,10 @@ export class BatchState {
     if (report.outcome === 'sent') {
       this.unknownInARow = 0;
       if (this.pauseKind === 'unreachable') this.resume();
+      if (this.capacityGate) {
+        this.capacityGate.sent(rowId, now);
+        this.changed(); // the ramp may let more prompts start
+      }
       return;
     }
     if (report.outcome === 'unreachable') {
@@ -305,6 +345,7 @@ export class BatchState {
     this.posts += prior?.posts ?? 0;
     // A row with a known job checks it first: it sends a POST only if it reports one.
     if (!prior?.jobId) this.awaitingPost.add(rowId);
+    this.capacityGate?.started(rowId);
     this.nextRow += 1;
     this.startedThisRun += 1;
     this.checkGuardRails();
@@ -335,6 +376,7 @@ export class BatchState {
     this.awaitingPost.delete(result.rowId);
     this.blocked.delete(result.rowId);
     this.rateLimited.delete(result.rowId);
+    this.capacityGate?.finished(result.rowId);
     if (this.priorUnknown.delete(result.rowId) || (result.unknownSubmits ?? 0) > 0)
       this.unknownSubmitRows += 1;
     this.counts[result.status] += 1;
@@ -353,7 +395,8 @@ export class BatchState {
       !runFull &&
       !this.pausedReason &&
       !this.stoppedReason &&
-      this.inFlight.size < this.concurrency
+      this.inFlight.size < this.concurrency &&
+      (this.capacityGate?.mayStart() ?? true)
     );
   }
 

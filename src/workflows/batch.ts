@@ -23,6 +23,7 @@ import {
 import type { Activities } from '../activities';
 import {
   FailureType,
+  PATCH_CAPACITY_GATE,
   PATCH_SPEND_SAFETY,
   PATCH_UNATTENDED,
   PATCH_UNKNOWN_WHOLE_LIFE,
@@ -82,6 +83,11 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
         .catch(() => undefined), // the prompt already ended: nothing to unblock
     // Rows that could not be recorded go again once the cause was fixed.
     resumed: () => late.recorder?.retry(),
+    timer: (ms, fire) =>
+      void sleep(ms, { summary: 'capacity gate: a submission slot opens' }).then(
+        fire,
+        () => undefined, // cancelled with the run
+      ),
   });
   setHandlers(state);
   // Issue 10 (spend safety): rows carry what earlier runs know, a re-run skips rows that succeeded and checks
@@ -101,6 +107,9 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   const unattended = spendSafety && patched(PATCH_UNATTENDED);
   const wholeLife = unattended && patched(PATCH_UNKNOWN_WHOLE_LIFE);
   state.countPosts = unattended;
+  // Issue 18: under a gateway's running-jobs cap, prompts wait for a slot from the batch (capacity-gate.ts).
+  const capacityGate = unattended && patched(PATCH_CAPACITY_GATE);
+  if (capacityGate) state.enableCapacityGate();
   const bounded = proxyActivities<Activities>({
     startToCloseTimeout: options.activityTimeoutMs,
     retry: RETRY_POLICIES.batchBounded,
@@ -141,7 +150,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
       return;
     }
     state.started(row.id, prior);
-    startPrompt(input, row, spendSafety, prior, unattended).then(finished, (err: unknown) =>
+    startPrompt(input, row, spendSafety, prior, unattended, capacityGate).then(finished, (err: unknown) =>
       finished({
         ...rowFields(row),
         status: 'failed',
@@ -308,6 +317,7 @@ function startPrompt(
   spendSafety: boolean,
   prior: PriorOutcome | undefined,
   unattended: boolean,
+  capacityGate: boolean,
 ) {
   const { batchId, options } = input;
   return executeChild(promptWorkflow, {
@@ -323,6 +333,7 @@ function startPrompt(
         ...(spendSafety ? { ...priorArgs(prior, unattended), ...promptSpendOptions(options) } : {}),
         ...(unattended && prior?.unknownSubmits ? { priorUnknownSubmits: prior.unknownSubmits } : {}),
         ...(unattended && input.retryOf ? { keyBatchId: input.retryOf } : {}),
+        ...(capacityGate ? { capacityGate: true } : {}),
       },
     ],
     typedSearchAttributes: [

@@ -42,6 +42,7 @@ export function progressMarkdown(p: BatchProgress, now: number = Date.now()): st
     );
   else if (p.rateLimitedUntil && p.rateLimitedUntil > now)
     lines.push(`Rate limited: new submissions held for ${formatDuration(p.rateLimitedUntil - now)}`);
+  if (p.capacityGate) lines.push(`**Waiting for the gateway:** ${p.capacityGate}`);
   if (p.pausedReason) lines.push(`**Paused:** ${p.pausedReason} (${p.blocked} prompts waiting)`);
   return lines.join('\n\n');
 }

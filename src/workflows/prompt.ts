@@ -100,6 +100,8 @@ class PromptRun {
   unblockedAt = Date.now();
   /** Patch `unattended` (issue 17): submit outcomes are reported to the batch (breaker, unreachable pause). */
   unattended = false;
+  /** Patch `capacity-gate` (issue 18, set by the batch in the input): a capacity refusal waits for a slot. */
+  capacityGate = false;
   private unblocked = false;
   private readonly base: RowFields;
 
@@ -148,7 +150,34 @@ class PromptRun {
     else await condition(() => this.unblocked, timeoutMs);
     this.pausedMs += Date.now() - since;
   }
+
+  /**
+   * A submit refused with 429 (patch `capacity-gate`): tells the batch and waits for its go. Under a running-
+   * jobs cap that comes when one of the batch's jobs finishes or a Retry-After has passed; under a rate limit,
+   * after the Retry-After. At most the longer of twice the Retry-After and CAPACITY_WAIT_MAX_MS (then it tries
+   * again, keeping its place). Without a batch to ask, sleeps the Retry-After. Throws when cancelled.
+   */
+  async waitForSlot(retryAfterMs: number): Promise<void> {
+    this.unblocked = false;
+    try {
+      if (!this.batch) throw new Error('no batch');
+      await this.batch.signal(promptSubmitOutcomeSignal, {
+        rowId: this.input.row.id,
+        outcome: 'capacity',
+        retryAfterMs,
+        waiting: true,
+      });
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      await sleep(retryAfterMs, { summary: '429: waiting as Retry-After asked' });
+      return;
+    }
+    await condition(() => this.unblocked, Math.max(2 * retryAfterMs, CAPACITY_WAIT_MAX_MS));
+  }
 }
+
+/** The longest a prompt waits for its batch's submission slot before it tries again (a bound, not a pace). */
+const CAPACITY_WAIT_MAX_MS = 5 * 60_000;
 
 /**
  * Submits the row's job: transient errors are retried by Temporal with the same Idempotency-Key; a 429 tells
@@ -392,6 +421,8 @@ function spendFields(spend: SpendState): Pick<PromptResult, 'unknownSubmits' | '
 async function spendSafePrompt(prompt: PromptRun): Promise<PromptResult> {
   const { input } = prompt;
   prompt.unattended = patched(PATCH_UNATTENDED);
+  // Only batches with the capacity-gate patch set it: prompts of older batches never see it.
+  prompt.capacityGate = prompt.unattended && input.capacityGate === true;
   // Unknown outcomes of earlier runs count too: "at most 1 + N jobs" holds for the row's whole life.
   const spend: SpendState = {
     generation: input.keyGeneration ?? 0,
@@ -580,12 +611,18 @@ async function submitSpendSafe(
         const { retryAfterMs } = (failure.details?.[0] ?? { retryAfterMs: DEFAULT_RETRY_AFTER_MS }) as {
           retryAfterMs: number;
         };
+        spend.rateLimits += 1;
+        if (prompt.capacityGate) {
+          // The batch tells a running-jobs cap (docs/rate-budget.md) from a rate limit: under a cap the row
+          // waits for the batch's slot, not to wake with every other refused row; else until Retry-After.
+          await prompt.waitForSlot(retryAfterMs);
+          continue;
+        }
         if (prompt.batch)
           await prompt.batch.signal(promptRateLimitedSignal, {
             rowId: row.id,
             untilMs: Date.now() + retryAfterMs,
           });
-        spend.rateLimits += 1;
         await sleep(retryAfterMs, {
           summary: `429: waiting until ${new Date(Date.now() + retryAfterMs).toISOString()} as Retry-After asked`,
         });
