@@ -33,13 +33,27 @@ export interface ScenarioOptions {
   temporalAddress?: string;
 }
 
-export type ScenarioReport = Awaited<ReturnType<typeof runScenario>>;
+export type ScenarioReport = Awaited<ReturnType<typeof measure>>;
 
 const TASK_QUEUE = 'bench';
 
 export async function runScenario(
   options: ScenarioOptions,
   log: (line: string) => void = (line) => console.error(line),
+): Promise<ScenarioReport> {
+  // Stopped in reverse order even when the run fails: no worker process outlives the bench.
+  const cleanup: (() => Promise<unknown>)[] = [];
+  try {
+    return await measure(options, log, cleanup);
+  } finally {
+    for (const stop of cleanup.reverse()) await stop().catch(() => undefined);
+  }
+}
+
+async function measure(
+  options: ScenarioOptions,
+  log: (line: string) => void,
+  cleanup: (() => Promise<unknown>)[],
 ) {
   const dir = await mkdtemp(join(tmpdir(), 'vidbatch-bench-'));
   const simSettings: SimulatorOptions = {
@@ -53,13 +67,16 @@ export async function runScenario(
   const server = options.temporalAddress
     ? { address: options.temporalAddress, stop: async () => {} }
     : await startDevServer({ dbFile: ':memory:', headless: true, log: () => {} });
+  cleanup.push(() => server.stop());
   // A server that outlives this run keeps earlier bench batches: other rows, so another batch id.
   const rowOffset = options.temporalAddress ? Date.now() % 1_000_000_000 : 0;
   const simVidbatch = await startSimulator({
     ...simSettings,
     recordRequests: Boolean(options.timeline) || options.batches > 1,
   });
+  cleanup.push(() => simVidbatch.close());
   const simPeer = await startSimulator(simSettings);
+  cleanup.push(() => simPeer.close());
   // --batches N: the prompts split into N files (different content, so different batch ids).
   const perBatch = Math.ceil(options.prompts / options.batches);
   const csvs: string[] = [];
@@ -84,7 +101,9 @@ export async function runScenario(
       ),
     ),
   );
+  cleanup.push(() => Promise.all(workers.map((w) => w.stop())));
   const client = new Client({ connection: await Connection.connect({ address: server.address }) });
+  cleanup.push(() => client.connection.close());
   const session: Session = { client, taskQueue: TASK_QUEUE, namespace: 'default', close: async () => {} };
 
   const batchOptions: StartBatchOptions = {
@@ -118,6 +137,10 @@ export async function runScenario(
           );
         }, options.killWorkerAt * 1000)
       : undefined;
+  cleanup.push(async () => {
+    clearTimeout(killTimer);
+    await limits?.stop();
+  });
   const batches = await Promise.all(
     csvs.map(async (csv) => {
       const { handle, batchId } = await startBatch(session, csv, batchOptions);
@@ -181,12 +204,6 @@ export async function runScenario(
   const timeline: TimelineRow[] | null = options.timeline
     ? timelineRows(simVidbatch.state.requestLog, limits?.samples ?? [], started)
     : null;
-
-  await Promise.all(workers.map((w) => w.stop()));
-  await client.connection.close();
-  await simVidbatch.close();
-  await simPeer.close();
-  await server.stop();
 
   return {
     machine: { cores: cpus().length, node: process.version },
