@@ -1,26 +1,13 @@
 // `npm run bench`: vidbatch and a naive peer side by side, each against its own simulator with the same
 // settings (rate limit, job latency, seed). Prints a table and, with --json, JSON.
 // `npm run bench -- --scale`: 10,000 fast prompts without a rate limit (history size, RSS, throughput).
-import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { Client, Connection } from '@temporalio/client';
+// `npm run bench -- --targets`: issue 18's four target scenarios one after another, one table (targets.ts).
 import { Command, Option } from 'commander';
-import { historyStats } from '../src/client/history-stats';
-import { startSimulator, type SimulatorOptions } from '../src/simulator/server';
-import { startBatch, type StartBatchOptions } from '../src/client/batches';
-import type { Session } from '../src/client/session';
-import { startDevServer } from '../src/dev-server/dev-server';
-import { vbenchPrompts, writeVbenchCsv } from './vbench';
-import { runNaivePeer } from './naive-peer';
-import { clairvoyantMakespanMs } from './clairvoyant';
+import { runScenario, type ScenarioOptions, type ScenarioReport } from './scenario';
+import { printTimeline } from './timeline';
+import { runTargets, SCENARIO_FLAGS } from './targets';
 
-const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));
-
-const options = new Command('bench')
+const program = new Command('bench')
   .addOption(new Option('--prompts <n>', 'prompts').argParser(Number).default(300))
   .addOption(
     new Option('--rate-limit <rps>', 'gateway requests/second per key (0 = none)')
@@ -40,6 +27,12 @@ const options = new Command('bench')
   )
   .addOption(new Option('--workers <n>', 'vidbatch worker processes').argParser(Number).default(1))
   .addOption(
+    new Option(
+      '--kill-worker-at <s>',
+      'SIGKILL one worker (of --workers >= 2) this many seconds after the batch starts; no restart',
+    ).argParser(Number),
+  )
+  .addOption(
     new Option('--batches <n>', 'concurrent batches splitting the prompts (shares printed)')
       .argParser(Number)
       .default(1),
@@ -55,27 +48,51 @@ const options = new Command('bench')
       'run against this Temporal server (e.g. scripts/cluster.sh) instead of a fresh dev server',
     ),
   )
+  .option('--targets', "run issue 18's four target scenarios one after another and print one table")
+  .addOption(
+    new Option(
+      '--scale-down <n>',
+      'with --targets: divide prompts, job latencies, the kill time and the running cap by N (a quick smoke run; the targets do not apply)',
+    ).argParser(Number),
+  )
   .option('--no-peer', 'skip the naive peer')
-  .option('--timeline', "print vidbatch's requests per 10 s (submits, status checks, 429s)")
+  .option(
+    '--timeline',
+    "print vidbatch's requests per 10 s (submits, status checks, 429s) and the gateway queue's limit",
+  )
   .option('--json', 'print JSON too')
-  .parse(process.argv)
-  .opts<{
-    prompts: number;
-    rateLimit: number;
-    jobSeconds: number;
-    jobJitter: number;
-    scale?: boolean;
-    peer: boolean;
-    timeline?: boolean;
-    workerHeap?: number;
-    json?: boolean;
-    workers: number;
-    batches: number;
-    maxRunning: number;
-    temporalAddress?: string;
-  }>();
-if (options.maxRunning > 0) options.rateLimit = 0;
+  .parse(process.argv);
+const options = program.opts<ScenarioOptions & { json?: boolean; targets?: boolean; scaleDown?: number }>();
 
+function usage(message: string): never {
+  console.error(`bench: ${message}`);
+  process.exit(2);
+}
+const passed = (name: string) => program.getOptionValueSource(name) === 'cli';
+if (options.targets) {
+  const clash = SCENARIO_FLAGS.filter(passed);
+  if (clash.length)
+    usage(
+      `--targets sets each scenario itself; drop ${clash.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(', ')}`,
+    );
+  if (options.scaleDown !== undefined && !(options.scaleDown >= 1))
+    usage(`--scale-down must be a number >= 1 (got ${options.scaleDown})`);
+  await runTargets({
+    peer: options.peer,
+    timeline: Boolean(options.timeline),
+    json: Boolean(options.json),
+    scaleDown: options.scaleDown ?? 1,
+    temporalAddress: options.temporalAddress,
+  });
+  process.exit(0);
+}
+if (options.scaleDown !== undefined) usage('--scale-down applies to --targets only');
+if (options.killWorkerAt !== undefined) {
+  if (!(options.killWorkerAt > 0)) usage(`--kill-worker-at must be a number of seconds > 0`);
+  if (!(options.workers >= 2))
+    usage(`--kill-worker-at needs --workers 2 or more (one must be left; got ${options.workers})`);
+}
+if (options.maxRunning > 0) options.rateLimit = 0;
 if (options.scale)
   Object.assign(options, {
     prompts: options.prompts === 300 ? 10_000 : options.prompts,
@@ -86,240 +103,54 @@ if (options.scale)
     workerHeap: options.workerHeap ?? 256,
   });
 
-/** The worker runs as its own process, so that its peak RSS is its own. */
-function startWorker(
-  env: Record<string, string>,
-): Promise<{ pid: number; peakRssMb: () => number; stop: () => void }> {
-  const heap = options.workerHeap ? [`--max-old-space-size=${options.workerHeap}`] : [];
-  const child = spawn(process.execPath, [...heap, CLI, 'worker'], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  return new Promise((resolve, reject) => {
-    let err = '';
-    child.stderr.on('data', (d: Buffer) => {
-      err += d.toString();
-      if (err.includes('polling task queue')) {
-        resolve({
-          pid: child.pid!,
-          peakRssMb: () =>
-            Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? 0) / 1024,
-          stop: () => child.kill('SIGTERM'),
-        });
-      }
-    });
-    child.on('exit', (code) => reject(new Error(`worker exited ${code}: ${err}`)));
-  });
+const { json, ...scenario } = options;
+const report = await runScenario(scenario);
+printReport(report);
+if (json) console.log(JSON.stringify(report, null, 2));
+if (report.timeline) {
+  console.log('');
+  printTimeline(report.timeline);
 }
+process.exit(0);
 
-const dir = await mkdtemp(join(tmpdir(), 'vidbatch-bench-'));
-const simSettings: SimulatorOptions = {
-  rateLimit: options.rateLimit,
-  burst: options.rateLimit,
-  maxRunningJobs: options.maxRunning,
-  jobSeconds: options.jobSeconds,
-  jobJitterSeconds: options.jobJitter,
-  seed: 7,
-};
-const server = options.temporalAddress
-  ? { address: options.temporalAddress, stop: async () => {} }
-  : await startDevServer({ dbFile: ':memory:', headless: true, log: () => {} });
-// A server that outlives this run keeps earlier bench batches: other rows, so another batch id.
-const rowOffset = options.temporalAddress ? Date.now() % 1_000_000_000 : 0;
-const simVidbatch = await startSimulator({
-  ...simSettings,
-  recordRequests: Boolean(options.timeline) || options.batches > 1,
-});
-const simPeer = await startSimulator(simSettings);
-// --batches N: the prompts split into N files (different content, so different batch ids).
-const perBatch = Math.ceil(options.prompts / options.batches);
-const csvs: string[] = [];
-for (let b = 0; b < options.batches; b++) {
-  const csv = join(dir, `bench-${b + 1}.csv`);
-  await writeVbenchCsv(
-    csv,
-    Math.min(perBatch, options.prompts - b * perBatch),
-    'all_dimension',
-    rowOffset + b * perBatch,
+function printReport(report: ScenarioReport): void {
+  const fmt = (v: number | null | undefined, digits = 2) =>
+    v === null || v === undefined ? '-' : v.toFixed(digits);
+  const { vidbatch: v, naivePeer: p, settings: s } = report;
+  const rows: [string, string, string][] = [
+    ['makespan (s)', fmt(v.makespanS, 1), fmt(p?.makespanS, 1)],
+    ['clairvoyant schedule (s)', fmt(v.clairvoyantS, 1), '-'],
+    [
+      'makespan / clairvoyant',
+      fmt(v.ratioToClairvoyant),
+      fmt(p && v.clairvoyantS ? p.makespanS / v.clairvoyantS : null),
+    ],
+    ['ideal bound (s)', fmt(v.boundS, 1), fmt(v.boundS, 1)],
+    ['makespan / bound', fmt(v.ratioToBound), fmt(p?.ratioToBound)],
+    ['429s per submitted job', fmt(v.rateLimitedPerJob, 3), fmt(p?.rateLimitedPerJob, 3)],
+    ['requests per prompt', fmt(v.requestsPerPrompt), fmt(p?.requestsPerPrompt)],
+    ['jobs created', String(v.jobsCreated), '-'],
+    ['history events per prompt', fmt(v.historyEventsPerPrompt, 1), '-'],
+    ['largest run history (events)', String(v.largestRunEvents), '-'],
+    ['billable actions per prompt (est.)', fmt(v.actionsPerPrompt, 1), '-'],
+    ['worker peak RSS (MB)', fmt(v.workerPeakRssMb, 0), '-'],
+    ['prompts per second', fmt(v.promptsPerSecond), '-'],
+  ];
+  const killed = v.killedWorker
+    ? `, one SIGKILLed at ${v.killedWorker.atS.toFixed(1)} s`
+    : s.killWorkerAt !== undefined
+      ? `, none killed (done before ${s.killWorkerAt} s)`
+      : '';
+  console.log(
+    `\n${s.prompts} prompts, rate limit ${s.rateLimit || 'none'} rps${s.maxRunning ? `, at most ${s.maxRunning} running jobs` : ''}, jobs ${s.jobSeconds}±${s.jobJitter} s, ${s.workers} worker(s)${killed}, ${s.batches} batch(es)\n`,
   );
-  csvs.push(csv);
-}
-const workers = await Promise.all(
-  Array.from({ length: options.workers }, () =>
-    startWorker({
-      TEMPORAL_ADDRESS: server.address,
-      VIDBATCH_TASK_QUEUE: 'bench',
-      GATEWAY_BASE_URL: simVidbatch.baseUrl,
-      GATEWAY_API_KEY: simVidbatch.apiKey,
-      VIDBATCH_OUT_ROOT: join(dir, 'out'),
-      VIDBATCH_INPUT_ROOT: dir,
-    }),
-  ),
-);
-const client = new Client({ connection: await Connection.connect({ address: server.address }) });
-const session: Session = { client, taskQueue: 'bench', namespace: 'default', close: async () => {} };
-
-const batchOptions: StartBatchOptions = {
-  ...(options.scale
-    ? { concurrency: 200, poll: { firstPollMs: 1000, intervalMs: 500, backoff: 1, capMs: 1000, jitter: 0.1 } }
-    : {}), // vidbatch's defaults, not told the gateway's rate limit
-};
-const prompts = (await vbenchPrompts()).slice(0, Math.min(options.prompts, 946));
-const peer = options.peer
-  ? runNaivePeer({
-      baseUrl: simPeer.baseUrl,
-      apiKey: simPeer.apiKey,
-      prompts: Array.from({ length: options.prompts }, (_, i) => prompts[i % prompts.length]!),
-    })
-  : undefined;
-const started = Date.now();
-const batches = await Promise.all(
-  csvs.map(async (csv) => {
-    const { handle, batchId } = await startBatch(session, csv, batchOptions);
-    const result = await handle.result();
-    return { batchId, result, finishedAt: Date.now() };
-  }),
-);
-const makespanMs = Date.now() - started;
-const { batchId } = batches[0]!;
-const result = {
-  succeeded: batches.reduce((n, b) => n + b.result.succeeded, 0),
-  failed: batches.reduce((n, b) => n + b.result.failed, 0),
-};
-const peakRssMb = Math.max(...workers.map((w) => w.peakRssMb()));
-const naive = await peer;
-const history = await historyStats(client, batchId);
-
-const stats = simVidbatch.stats();
-// The old ideal: the rate limit forces 2 requests per prompt (submit + one status query), plus one job latency.
-// With --max-running C: rows x mean latency / C.
-const boundMs =
-  options.maxRunning > 0
-    ? ((options.prompts * options.jobSeconds) / options.maxRunning) * 1000
-    : options.rateLimit > 0
-      ? ((2 * options.prompts) / options.rateLimit + options.jobSeconds) * 1000
-      : undefined;
-// The clairvoyant reference on the job latencies this run actually drew (docs/benchmarks.md).
-const jobs = [...simVidbatch.state.jobs.values()];
-const clairvoyantMs =
-  options.maxRunning > 0
-    ? undefined
-    : clairvoyantMakespanMs(
-        jobs.map((j) => j.doneAt - j.createdAt),
-        options.rateLimit,
-        options.rateLimit,
+  console.log(`${'metric'.padEnd(36)}${'vidbatch'.padStart(12)}${'naive peer'.padStart(12)}`);
+  for (const [name, a, b] of rows) console.log(`${name.padEnd(36)}${a.padStart(12)}${b.padStart(12)}`);
+  if (report.batches.length > 1) {
+    console.log('\nbatch                                  done at (s)  submissions while all ran  requests');
+    for (const b of report.batches)
+      console.log(
+        `${b.batchId.slice(0, 38).padEnd(38)} ${fmt(b.makespanS, 1).padStart(11)} ${fmt(b.submitShareWhileAllRan).padStart(26)} ${String(b.requests).padStart(9)}`,
       );
-// --batches: each batch's share of the submissions made while all batches ran (a job's Idempotency-Key names
-// its batch; the simulator does not log status checks per job with a time, so those count per batch overall).
-const bothUntil = Math.min(...batches.map((b) => b.finishedAt));
-const shares = batches.map((b) => {
-  const mine = jobs.filter((j) => j.idempotencyKey?.startsWith(`vidbatch:${b.batchId}:`));
-  const inWindow = mine.filter((j) => j.createdAt <= bothUntil).length;
-  const all = jobs.filter((j) => j.createdAt <= bothUntil).length;
-  const checks = mine.reduce((n, j) => n + (j.checks ?? 0), 0);
-  return {
-    batchId: b.batchId,
-    makespanS: (b.finishedAt - started) / 1000,
-    submitShareWhileAllRan: all ? inWindow / all : null,
-    requests: mine.length + checks,
-  };
-});
-const requests = (s: typeof stats) =>
-  Object.values(s.requests).reduce(
-    (n, byStatus) => n + Object.values(byStatus).reduce((a, b) => a + b, 0),
-    0,
-  );
-const report = {
-  machine: { cores: (await import('node:os')).cpus().length, node: process.version },
-  settings: { ...options, json: undefined },
-  vidbatch: {
-    makespanS: makespanMs / 1000,
-    clairvoyantS: clairvoyantMs !== undefined ? clairvoyantMs / 1000 : null,
-    ratioToClairvoyant: clairvoyantMs ? makespanMs / clairvoyantMs : null,
-    boundS: boundMs ? boundMs / 1000 : null,
-    ratioToBound: boundMs ? makespanMs / boundMs : null,
-    succeeded: result.succeeded,
-    failed: result.failed,
-    rateLimitedPerJob: stats.rateLimited / Math.max(1, stats.jobsCreated),
-    requestsPerPrompt: requests(stats) / options.prompts,
-    historyEventsPerPrompt: history.eventsPerPrompt,
-    largestRunEvents: history.largestRunEvents,
-    actionsPerPrompt: history.actionsPerPrompt,
-    workerPeakRssMb: peakRssMb,
-    promptsPerSecond: options.prompts / (makespanMs / 1000),
-  },
-  naivePeer: naive
-    ? {
-        makespanS: naive.makespanMs / 1000,
-        ratioToBound: boundMs ? naive.makespanMs / boundMs : null,
-        succeeded: naive.succeeded,
-        rateLimitedPerJob: naive.rateLimited / options.prompts,
-        requestsPerPrompt: naive.requests / options.prompts,
-      }
-    : null,
-};
-
-const fmt = (v: number | null | undefined, digits = 2) =>
-  v === null || v === undefined ? '-' : v.toFixed(digits);
-const rows: [string, string, string][] = [
-  ['makespan (s)', fmt(report.vidbatch.makespanS, 1), fmt(report.naivePeer?.makespanS, 1)],
-  ['clairvoyant schedule (s)', fmt(report.vidbatch.clairvoyantS, 1), '-'],
-  [
-    'makespan / clairvoyant',
-    fmt(report.vidbatch.ratioToClairvoyant),
-    fmt(
-      report.naivePeer && report.vidbatch.clairvoyantS
-        ? report.naivePeer.makespanS / report.vidbatch.clairvoyantS
-        : null,
-    ),
-  ],
-  ['ideal bound (s)', fmt(report.vidbatch.boundS, 1), fmt(report.vidbatch.boundS, 1)],
-  ['makespan / bound', fmt(report.vidbatch.ratioToBound), fmt(report.naivePeer?.ratioToBound)],
-  [
-    '429s per submitted job',
-    fmt(report.vidbatch.rateLimitedPerJob, 3),
-    fmt(report.naivePeer?.rateLimitedPerJob, 3),
-  ],
-  ['requests per prompt', fmt(report.vidbatch.requestsPerPrompt), fmt(report.naivePeer?.requestsPerPrompt)],
-  ['history events per prompt', fmt(report.vidbatch.historyEventsPerPrompt, 1), '-'],
-  ['largest run history (events)', String(report.vidbatch.largestRunEvents), '-'],
-  ['billable actions per prompt (est.)', fmt(report.vidbatch.actionsPerPrompt, 1), '-'],
-  ['worker peak RSS (MB)', fmt(report.vidbatch.workerPeakRssMb, 0), '-'],
-  ['prompts per second', fmt(report.vidbatch.promptsPerSecond), '-'],
-];
-console.log(
-  `\n${options.prompts} prompts, rate limit ${options.rateLimit || 'none'} rps${options.maxRunning ? `, at most ${options.maxRunning} running jobs` : ''}, jobs ${options.jobSeconds}±${options.jobJitter} s, ${options.workers} worker(s), ${options.batches} batch(es)\n`,
-);
-console.log(`${'metric'.padEnd(36)}${'vidbatch'.padStart(12)}${'naive peer'.padStart(12)}`);
-for (const [name, a, b] of rows) console.log(`${name.padEnd(36)}${a.padStart(12)}${b.padStart(12)}`);
-if (options.batches > 1) {
-  console.log('\nbatch                                  done at (s)  submissions while all ran  requests');
-  for (const b of shares)
-    console.log(
-      `${b.batchId.slice(0, 38).padEnd(38)} ${fmt(b.makespanS, 1).padStart(11)} ${fmt(b.submitShareWhileAllRan).padStart(26)} ${String(b.requests).padStart(9)}`,
-    );
-}
-if (options.json) console.log(JSON.stringify({ ...report, batches: shares }, null, 2));
-if (options.timeline) {
-  // Where the rate budget went: a flat 50 requests per 10 s is a 5 rps limit used in full.
-  const buckets = new Map<number, { submit: number; status: number; limited: number }>();
-  for (const { at, route, status } of simVidbatch.state.requestLog) {
-    const key = Math.floor((at - started) / 10_000);
-    const b = buckets.get(key) ?? { submit: 0, status: 0, limited: 0 };
-    if (status === 429) b.limited += 1;
-    else if (route.startsWith('POST')) b.submit += 1;
-    else b.status += 1;
-    buckets.set(key, b);
   }
-  console.log('\n  from    submits  status checks  429s');
-  for (const [key, b] of [...buckets].sort((x, y) => x[0] - y[0]))
-    console.log(
-      `${String(key * 10).padStart(5)} s ${String(b.submit).padStart(9)} ${String(b.status).padStart(14)} ${String(b.limited).padStart(5)}`,
-    );
 }
-
-for (const w of workers) w.stop();
-await client.connection.close();
-await simVidbatch.close();
-await simPeer.close();
-await server.stop();

@@ -35,7 +35,7 @@ export interface BatchStatus {
    * cancelled, failed or terminated batch, and across re-runs.
    */
   final?: ManifestSummary;
-  /** With the shared budget (`run --shared-budget`): this batch's share of the gateway calls, from the learner. */
+  /** This batch's share of the shared gateway budget's calls, from the learner. */
   budget?: BudgetShare;
   /** Every job the gateway made for the batch (results/ledger.ts), when this process can read its folder. */
   ledger?: Ledger;
