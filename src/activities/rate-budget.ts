@@ -31,22 +31,33 @@ export async function describeQueueLimit(
     reportConfig: true,
   });
   const limit = d.config?.queueRateLimit;
-  // proto3 leaves a 0 out: a rateLimit present without requestsPerSecond is a limit of 0.
-  const rps = limit?.rateLimit ? (limit.rateLimit.requestsPerSecond ?? 0) : null;
+  // proto3 leaves a 0 out: a rateLimit present without requestsPerSecond is a limit of 0. The server keeps a
+  // float32: 3.6 comes back as 3.5999999; six significant digits give back what was written.
+  const rps = limit?.rateLimit ? Number((limit.rateLimit.requestsPerSecond ?? 0).toPrecision(6)) : null;
   return { rps, reason: limit?.metadata?.reason ?? '' };
+}
+
+/** Sets the queue's limit (0 pauses it); the reason shows in `temporal task-queue config get`. */
+export async function setQueueLimit(
+  service: WorkflowService,
+  namespace: string | undefined,
+  identity: string | undefined,
+  { gatewayQueue, rps, reason }: ApplyQueueLimitInput,
+): Promise<void> {
+  await service.updateTaskQueueConfig({
+    namespace,
+    identity,
+    taskQueue: gatewayQueue,
+    taskQueueType: ACTIVITY,
+    updateQueueRateLimit: { rateLimit: { requestsPerSecond: rps }, reason: reason.slice(0, 200) },
+  });
 }
 
 export function createRateBudgetActivities() {
   return {
-    async applyQueueLimit({ gatewayQueue, rps, reason }: ApplyQueueLimitInput): Promise<void> {
+    async applyQueueLimit(input: ApplyQueueLimitInput): Promise<void> {
       const { client, info } = Context.current();
-      await client.workflowService.updateTaskQueueConfig({
-        namespace: info.workflowNamespace,
-        identity: client.options.identity,
-        taskQueue: gatewayQueue,
-        taskQueueType: ACTIVITY,
-        updateQueueRateLimit: { rateLimit: { requestsPerSecond: rps }, reason: reason.slice(0, 200) },
-      });
+      await setQueueLimit(client.workflowService, info.workflowNamespace, client.options.identity, input);
     },
 
     /** The gateway queue's limit and reason as the server keeps them, for a fresh learner to start from. */
