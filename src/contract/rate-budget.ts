@@ -26,6 +26,12 @@ export const PATCH_FIRST_CHECK_TIMER = 'first-check-timer';
 export const PATCH_LEARNER_V2 = 'learner-v2';
 
 /**
+ * Learners started after this patch: a fresh one is seeded from the queue's limit and reason as the server
+ * kept them; a short Retry-After cuts the limit without holding the queue; a confirmed ceiling settles at 0.95.
+ */
+export const PATCH_LEARNER_V3 = 'learner-v3';
+
+/**
  * The gateway activity queue of a task queue. One gateway key per task queue: the queue's limit is the budget
  * of the key the workers on it use, so workers with different keys need different task queues.
  */
@@ -127,6 +133,12 @@ export interface PinRate {
   rps: number | null;
 }
 
+/** A worker's watchdog found the queue at 0 past its hold's end (or an unknown 0): re-apply the target. */
+export interface Nudge {
+  worker: string;
+  why: string;
+}
+
 /** The learner's durable state, carried across continue-as-new. */
 export interface LearnerState {
   /** The learned limit (rps) outside a hold. */
@@ -165,4 +177,5 @@ export interface RateBudgetSnapshot {
 
 export const rateReportSignal = defineSignal<[RateReport]>('rateReport');
 export const pinRateSignal = defineSignal<[PinRate]>('pinRate');
+export const nudgeSignal = defineSignal<[Nudge]>('nudge');
 export const rateBudgetQuery = defineQuery<RateBudgetSnapshot>('rateBudget');

@@ -1,8 +1,9 @@
 // The second Worker of every vidbatch worker process: it polls the gateway activity queue
 // (`<taskQueue>-gateway`, contract/rate-budget.ts), whose server-side rate limit is the gateway budget of all
 // workers together, and runs submitJob and pollJob there with the same activity instances (and so the same
-// Retry-After holds and latency estimate) as the main worker. It reports what it sees to the queue's learner workflow
-// (workflows/rate-budget.ts): dispatches, requests by kind and 429s with their Retry-After.
+// Retry-After holds and latency estimate) as the main worker. It reports what it sees to the queue's learner
+// workflow (workflows/rate-budget.ts): dispatches, requests by kind and 429s with their Retry-After. It starts the
+// learner on its first gateway dispatch, not at start, and watches the queue's limit (queue-watchdog.ts).
 import { Client } from '@temporalio/client';
 import { ApplicationFailure, type SignalDefinition } from '@temporalio/common';
 import { msToNumber } from '@temporalio/common/lib/time';
@@ -19,6 +20,7 @@ import type { Activities } from '../activities';
 import { FailureType } from '../contract/failures';
 import {
   gatewayQueue,
+  nudgeSignal,
   pinRateSignal,
   rateBudgetWorkflowId,
   rateReportSignal,
@@ -30,6 +32,7 @@ import type { GatewayClient } from '../gateway/client';
 import type { CallKind } from '../gateway/retry-after-hold';
 import type { rateBudgetWorkflow } from '../workflows/rate-budget';
 import { REPORT_INTERVAL_MS } from '../workflows/rate-learner';
+import { QueueWatchdog } from './queue-watchdog';
 
 /** `worker --gateway-rps` / VIDBATCH_GATEWAY_RPS: a limit the gateway publishes; unset = learn it. */
 export function loadGatewayRps(env: NodeJS.ProcessEnv = process.env): number | undefined {
@@ -64,12 +67,18 @@ const empty = (worker: string): RateReport => ({
   retryAfterMs: 0,
 });
 
-/** Counts this process's gateway calls and signals them to the learner: once a second, at once on a 429. */
+/**
+ * Counts this process's gateway calls and signals them to the learner: once a second, at once on a 429. The
+ * first signal, on the worker's first gateway dispatch, starts the learner if needed and carries this worker's
+ * pin (`--gateway-rps`, or none): the last worker to make its first gateway call wins.
+ */
 export class RateReporter {
   private report: RateReport;
   private timer: ReturnType<typeof setInterval> | undefined;
   private sending: Promise<void> = Promise.resolve();
   private warned = false;
+  private pin: number | null = null;
+  private pinSent = false;
 
   constructor(
     private readonly client: Client,
@@ -83,15 +92,25 @@ export class RateReporter {
     return gatewayQueue(this.taskQueue);
   }
 
-  /** Starts the learner if needed and tells it this worker's pin (the last worker started wins). */
-  async start(gatewayRps: number | undefined): Promise<void> {
-    await this.signal(pinRateSignal, { worker: this.identity, rps: gatewayRps ?? null });
+  /** Starts reporting; nothing is signalled until the first gateway dispatch, which carries `gatewayRps`. */
+  start(gatewayRps: number | undefined): void {
+    this.pin = gatewayRps ?? null;
     this.timer = setInterval(() => void this.flush(), REPORT_INTERVAL_MS);
     this.timer.unref();
   }
 
   /** `batch`: the activity's fairness key (its batch), for each batch's share. */
   dispatched(batch: string | undefined): void {
+    if (!this.pinSent) {
+      this.pinSent = true;
+      // Ahead of the first report, in order; if it fails, the next dispatch tries again.
+      void this.enqueue(
+        () => this.signal(pinRateSignal, { worker: this.identity, rps: this.pin }),
+        () => {
+          this.pinSent = false;
+        },
+      );
+    }
     this.report.dispatched += 1;
     if (batch !== undefined) {
       const byBatch = (this.report.byBatch ??= {});
@@ -119,16 +138,24 @@ export class RateReporter {
     )
       return this.sending;
     this.report = empty(this.identity);
-    this.sending = this.sending
-      .then(() => this.signal(rateReportSignal, r))
-      .catch((err: unknown) => {
-        // Counts are lost, the limit stays as it is; the worker goes on.
-        if (!this.warned)
-          Runtime.instance().logger.warn('could not report to the rate-budget learner', {
-            error: String(err),
-          });
-        this.warned = true;
-      });
+    return this.enqueue(() => this.signal(rateReportSignal, r));
+  }
+
+  /** The watchdog's signal: the queue is stranded at 0; starts a learner if none runs. Throws on failure. */
+  nudge(why: string): Promise<void> {
+    return this.signal(nudgeSignal, { worker: this.identity, why });
+  }
+
+  private enqueue(send: () => Promise<void>, onError?: () => void): Promise<void> {
+    this.sending = this.sending.then(send).catch((err: unknown) => {
+      // Counts are lost, the limit stays as it is; the worker goes on.
+      onError?.();
+      if (!this.warned)
+        Runtime.instance().logger.warn('could not report to the rate-budget learner', {
+          error: String(err),
+        });
+      this.warned = true;
+    });
     return this.sending;
   }
 
@@ -203,7 +230,14 @@ export async function withGatewayWorker(main: Worker, options: GatewayWorkerOpti
         }
       : {}),
   });
-  await reporter.start(options.gatewayRps);
+  reporter.start(options.gatewayRps);
+  const watchdog = new QueueWatchdog({
+    client,
+    namespace: options.namespace,
+    gatewayQueue: gatewayQueue(options.taskQueue),
+    nudge: (why) => reporter.nudge(why),
+    logger: Runtime.instance().logger,
+  });
 
   const runMain = main.run.bind(main);
   const shutdownMain = main.shutdown.bind(main);
@@ -215,6 +249,7 @@ export async function withGatewayWorker(main: Worker, options: GatewayWorkerOpti
     shutdownGateway();
   };
   const shutdownBoth = () => {
+    watchdog.stop();
     options.gateway.stop();
     if (main.getState() === 'RUNNING') shutdownMain();
     if (gateway.getState() === 'RUNNING') gateway.shutdown();
@@ -230,10 +265,12 @@ export async function withGatewayWorker(main: Worker, options: GatewayWorkerOpti
     };
   };
   main.run = async () => {
+    watchdog.start();
     const results = await Promise.allSettled([
       runMain().finally(shutdownBoth),
       gateway.run().finally(shutdownBoth),
     ]);
+    watchdog.stop();
     await reporter.stop();
     for (const r of results) if (r.status === 'rejected') throw r.reason;
   };

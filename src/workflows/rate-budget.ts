@@ -1,9 +1,12 @@
 // The rate-budget learner: one long-lived workflow per gateway queue (id `vidbatch-rate-budget:<queue>`),
-// started by the first worker that signals it (signal-with-start). Every worker reports its gateway calls and
-// 429s; the learner (rate-learner.ts) turns them into the queue's server-side rate limit, which it applies with
-// an activity, only when it changes and at most about once a second (a hold, or its end, at once). Its state
-// is the workflow's, so it survives worker and server restarts; each run re-applies it first, since a crashed
-// learner may have left the queue paused or raised. It continues as new before its history grows large.
+// started by the first worker that signals it (signal-with-start: a worker's first gateway dispatch, or its
+// watchdog finding the queue stranded at 0). Every worker reports its gateway calls and 429s; the learner
+// (rate-learner.ts) turns them into the queue's server-side rate limit, which it applies with an activity,
+// only when it changes and at most about once a second (a hold, or its end, at once). Its state is the
+// workflow's, so it survives worker and server restarts; each run re-applies it first, since a crashed
+// learner may have left the queue paused or raised. A fresh learner (no carried state) starts from the limit
+// the server kept and the state its reason carries (contract/limit-reason.ts). It continues as new before its
+// history grows large.
 import {
   condition,
   continueAsNew,
@@ -15,8 +18,11 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { RateBudgetActivities } from '../activities/rate-budget';
+import { formatReason, holdReason, type QueueLimit } from '../contract/limit-reason';
 import {
+  nudgeSignal,
   PATCH_LEARNER_V2,
+  PATCH_LEARNER_V3,
   pinRateSignal,
   rateBudgetQuery,
   rateReportSignal,
@@ -24,23 +30,44 @@ import {
   type RateBudgetSnapshot,
 } from '../contract/rate-budget';
 import { BatchShares, budgetMarkdown } from './batch-shares';
-import { LEARNER_V1, RateLearner } from './rate-learner';
+import { LEARNER_V1, LEARNER_V2, RateLearner, seedState } from './rate-learner';
 
 const { applyQueueLimit } = proxyActivities<RateBudgetActivities>({
   startToCloseTimeout: '10s',
   retry: { initialInterval: '500ms', maximumInterval: '10s' },
 });
+// A few tries only: a learner that cannot read the last limit starts slow rather than not at all.
+const { readQueueLimit } = proxyActivities<RateBudgetActivities>({
+  startToCloseTimeout: '10s',
+  retry: { initialInterval: '500ms', maximumAttempts: 3 },
+});
+
+/** The queue's limit as the server kept it, or null if it cannot be read. */
+async function lastLimit(gatewayQueue: string): Promise<QueueLimit | null> {
+  try {
+    return await readQueueLimit({ gatewayQueue });
+  } catch (err) {
+    log.warn('could not read the gateway queue limit; starting slow', { error: String(err) });
+    return null;
+  }
+}
 
 const MIN_APPLY_INTERVAL_MS = 1000; // each write persists the queue's user data
 const MAX_HISTORY_EVENTS = 2000;
 
 export async function rateBudgetWorkflow(input: RateBudgetInput): Promise<void> {
   const { gatewayQueue } = input;
-  // Learners started before the patch keep the first version's settings (their commands depend on them).
-  const learner = new RateLearner(Date.now(), input.state, patched(PATCH_LEARNER_V2) ? {} : LEARNER_V1);
+  // Learners started before a patch keep that version's settings (their commands depend on them).
+  const v2 = patched(PATCH_LEARNER_V2);
+  const v3 = patched(PATCH_LEARNER_V3);
+  const options = v3 ? {} : v2 ? LEARNER_V2 : LEARNER_V1;
+  // Signals that arrive meanwhile wait in the SDK's buffer until their handlers are set below.
+  const state = input.state ?? (v3 ? seedState(await lastLimit(gatewayQueue), Date.now()) : undefined);
+  const learner = new RateLearner(Date.now(), state, options);
   const shares = new BatchShares();
   let applied: number | null = null; // unknown until this run applies it
   let appliedAt = 0;
+  let appliedHold = 0;
   // Reports arrive about once a second per worker; only a 429 or a pin needs the loop before its next tick.
   let messages = 0;
   let urgent = 0;
@@ -48,11 +75,25 @@ export async function rateBudgetWorkflow(input: RateBudgetInput): Promise<void> 
   // Defined before the handlers: signal-with-start's signal is delivered as soon as its handler is set.
   const reason = (now: number, rps: number): string => {
     const s = learner.state;
-    if (rps === 0) return `vidbatch: gateway Retry-After, held until ${new Date(s.holdUntil).toISOString()}`;
-    if (s.pinned !== null) return `vidbatch: pinned by an operator (--gateway-rps)`;
-    if (s.ceiling === undefined) return 'vidbatch: slow start (no 429 yet)';
-    const probing = now - s.cutAt >= s.plateauMs;
-    return `vidbatch: ${probing ? 'probing above' : 'settled under'} a 429 at ${s.ceiling.toFixed(2)} rps`;
+    // From v3 the reason carries what a new learner is seeded from (contract/limit-reason.ts).
+    const carried = {
+      learned: s.limit,
+      ceiling: s.ceiling,
+      confirmations: s.confirmations,
+      pinned: s.pinned ?? undefined,
+    };
+    if (rps === 0)
+      return v3
+        ? holdReason(s.holdUntil, carried)
+        : `vidbatch: gateway Retry-After, held until ${new Date(s.holdUntil).toISOString()}`;
+    let what: string;
+    if (s.pinned !== null) what = 'pinned by an operator (--gateway-rps)';
+    else if (s.ceiling === undefined) what = 'slow start (no 429 yet)';
+    else {
+      const probing = now - s.cutAt >= s.plateauMs;
+      what = `${probing ? 'probing above' : 'settled under'} a 429 at ${s.ceiling.toFixed(2)} rps`;
+    }
+    return v3 ? formatReason(what, carried) : `vidbatch: ${what}`;
   };
 
   setHandler(rateReportSignal, (report) => {
@@ -70,6 +111,14 @@ export async function rateBudgetWorkflow(input: RateBudgetInput): Promise<void> 
     if (rps !== learner.state.pinned) log.info('gateway rate pinned', { worker, rps });
     learner.pin(rps);
   });
+  // A worker's watchdog found the queue at 0 past its hold's end: apply the target again, whatever this run
+  // believes it applied (someone else may have set the limit).
+  setHandler(nudgeSignal, ({ worker, why }) => {
+    messages += 1;
+    urgent += 1;
+    log.warn("gateway queue limit re-applied at a worker's request", { worker, why });
+    applied = null;
+  });
   setHandler(rateBudgetQuery, (): RateBudgetSnapshot => ({
     gatewayQueue,
     applied,
@@ -84,14 +133,17 @@ export async function rateBudgetWorkflow(input: RateBudgetInput): Promise<void> 
     const now = Date.now();
     learner.grow(now);
     const target = learner.target(now);
+    // v3: a hold made longer is written again, so the reason names its real end (the watchdogs read it).
+    const holdMoved = v3 && target === 0 && applied === 0 && appliedHold !== learner.state.holdUntil;
     let dueAt: number | undefined;
-    if (target !== applied) {
+    if (target !== applied || holdMoved) {
       const urgent = applied === null || target === 0 || applied === 0;
       dueAt = urgent ? now : appliedAt + MIN_APPLY_INTERVAL_MS;
       if (dueAt <= now) {
         await applyQueueLimit({ gatewayQueue, rps: target, reason: reason(now, target) });
         applied = target;
         appliedAt = Date.now();
+        appliedHold = learner.state.holdUntil;
         learner.applied(appliedAt, target);
         continue;
       }

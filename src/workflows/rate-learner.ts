@@ -11,7 +11,13 @@
 // A 429 on submissions alone, with a long Retry-After, no status check refused, is not a request-rate limit
 // (the gateway caps running jobs or a quota): it does not cut the rate nor hold status checks; the prompts
 // wait out their own Retry-After. That reading is an assumption: the spec shows no 429 codes.
-// Learners started before the `learner-v2` patch keep the first version's settings (LEARNER_V1).
+// With `holdShortRetryAfter: false`, only a long Retry-After that status checks get too (a gateway-wide pause)
+// holds the whole queue at 0; a short one (the usual token-bucket 429) only cuts the limit, and the refused
+// calls wait their own Retry-After in the worker (not the default yet, see the constructor).
+// `confirmedCut: 0.95` settles closer under a confirmed ceiling (not the default either).
+// Learners started before the `learner-v3` patch keep the second version's settings (LEARNER_V2), before
+// `learner-v2` the first's (LEARNER_V1).
+import { parseReason, type QueueLimit } from '../contract/limit-reason';
 import type { LearnerState, RateReport } from '../contract/rate-budget';
 
 export interface LearnerOptions {
@@ -32,7 +38,14 @@ export interface LearnerOptions {
   capacityNeedsAnsweredCheck?: boolean;
   /** Measure the workers' rate by requests sent (default) rather than by dispatches (v1). */
   countRequests?: boolean;
+  /** Hold the queue at 0 for every 429's Retry-After, however short (default, v1, v2); else only a long one. */
+  holdShortRetryAfter?: boolean;
+  /** The limit after a 429 once a ceiling is confirmed (default: the same as `cut`). */
+  confirmedCut?: number;
 }
+
+/** The second learner's settings, kept for learners started before the `learner-v3` patch. */
+export const LEARNER_V2: LearnerOptions = { holdShortRetryAfter: true, confirmedCut: 0.9 };
 
 /** The first learner's settings, kept for learners started before the `learner-v2` patch. */
 export const LEARNER_V1: LearnerOptions = {
@@ -41,6 +54,8 @@ export const LEARNER_V1: LearnerOptions = {
   sameWall: 1.25,
   capacityNeedsAnsweredCheck: true,
   countRequests: false,
+  holdShortRetryAfter: true,
+  confirmedCut: 0.95,
 };
 
 const SLOW_START = 2; // x per saturated second until the first 429
@@ -58,7 +73,9 @@ const SATURATED = 0.7; // dispatches at this share of the limit in force mean th
 const TAKES_EFFECT_MS = 1000; // a new queue limit applies about 1 s after the call (docs/rate-budget.md)
 /** Workers report at most this often (and at once on a 429). */
 export const REPORT_INTERVAL_MS = 1000;
-const CAPACITY_RETRY_AFTER_MS = 2000; // a submit-only 429 with a longer Retry-After reads as a capacity cap
+// A submit-only 429 with a longer Retry-After reads as a capacity cap; one that status checks get too, as a
+// gateway-wide pause (the queue is held); a shorter one as a token bucket's (the limit is cut, not held).
+const LONG_RETRY_AFTER_MS = 2000;
 
 interface Arrival {
   at: number;
@@ -77,6 +94,8 @@ export class RateLearner {
   private readonly sameWall: number;
   private readonly capacityNeedsAnsweredCheck: boolean;
   private readonly countRequests: boolean;
+  private readonly holdShortRetryAfter: boolean;
+  private readonly confirmedCut: number;
   /** 429s seen by this run (not carried; for the snapshot). */
   rateLimited = 0;
   reports = 0;
@@ -88,14 +107,13 @@ export class RateLearner {
     this.sameWall = options.sameWall ?? 1;
     this.capacityNeedsAnsweredCheck = options.capacityNeedsAnsweredCheck ?? false;
     this.countRequests = options.countRequests ?? true;
-    this.state = state ?? {
-      limit: options.initialRate ?? 4,
-      cutAt: 0, // JSON-safe "never"
-      plateauMs: this.minPlateauMs,
-      confirmations: 0,
-      holdUntil: 0,
-      pinned: null,
-    };
+    // Default on for now: with the per-worker pacer still holding calls, a queue left open during a short
+    // Retry-After fills the pacers and they send in a burst when it ends (the rate-budget integration test saw
+    // 76 requests in 10 s against 3 rps). Turning it off needs the worker-side wait and a new patch.
+    this.holdShortRetryAfter = options.holdShortRetryAfter ?? true;
+    // 0.95 is available but not the default: in the two-worker integration test it cost 429s (0.111 per job).
+    this.confirmedCut = options.confirmedCut ?? this.cut;
+    this.state = state ?? initialState(options);
     this.grownAt = now;
   }
 
@@ -180,7 +198,8 @@ export class RateLearner {
   private on429(now: number, report: RateReport): void {
     const s = this.state;
     if (this.capacityRefusal(now, report)) return;
-    s.holdUntil = Math.max(s.holdUntil, now + report.retryAfterMs);
+    if (this.holdShortRetryAfter || report.retryAfterMs > LONG_RETRY_AFTER_MS)
+      s.holdUntil = Math.max(s.holdUntil, now + report.retryAfterMs);
     if (s.pinned !== null || now - s.cutAt < SAME_EPISODE_MS) return;
     // The rate at which it hit: the limit in force when the queue was full, else what the workers sent.
     const inForce = this.limitInForce(now);
@@ -193,7 +212,7 @@ export class RateLearner {
     s.confirmations = confirmed ? s.confirmations + 1 : 0;
     s.plateauMs = Math.min(MAX_PLATEAU_MS, this.minPlateauMs * 2 ** s.confirmations);
     s.ceiling = ceiling;
-    s.limit = Math.max(MIN_RATE, ceiling * this.cut);
+    s.limit = Math.max(MIN_RATE, ceiling * (s.confirmations >= 1 ? this.confirmedCut : this.cut));
     s.cutAt = now;
   }
 
@@ -206,7 +225,7 @@ export class RateLearner {
   private capacityRefusal(now: number, report: RateReport): boolean {
     return (
       report.rateLimited.status === 0 &&
-      report.retryAfterMs > CAPACITY_RETRY_AFTER_MS &&
+      report.retryAfterMs > LONG_RETRY_AFTER_MS &&
       (!this.capacityNeedsAnsweredCheck || this.sum(now, (r) => r.answered.status) > 0) &&
       this.sum(now, (r) => r.rateLimited.status) === 0
     );
@@ -238,6 +257,47 @@ export class RateLearner {
   private lastArrival(): number {
     return this.arrivals.at(-1)?.at ?? Number.NEGATIVE_INFINITY;
   }
+}
+
+function initialState(options: LearnerOptions = {}): LearnerState {
+  return {
+    limit: options.initialRate ?? 4,
+    cutAt: 0, // JSON-safe "never"
+    plateauMs: options.plateauMs ?? 5000,
+    confirmations: 0,
+    holdUntil: 0,
+    pinned: null,
+  };
+}
+
+/**
+ * A fresh learner's state from the queue's limit as the server kept it (`readQueueLimit`), instead of a slow
+ * start. The reason a vidbatch learner wrote carries its learned limit and ceiling; a limit someone else set
+ * (`temporal task-queue config set`) seeds the limit alone. A hold is kept only while its end is ahead: a
+ * stale one, or one whose end cannot be read, gives way to the learned limit. After a seed with a ceiling the
+ * learner waits a quiet plateau before probing, as after a cut.
+ */
+export function seedState(limit: QueueLimit | null, now: number, options: LearnerOptions = {}): LearnerState {
+  const state = initialState(options);
+  if (limit === null || limit.rps === null) return state;
+  const parsed = parseReason(limit.reason);
+  const seeded = parsed.state;
+  if (seeded !== undefined) {
+    state.limit = seeded.learned;
+    if (seeded.ceiling !== undefined) {
+      state.ceiling = seeded.ceiling;
+      state.confirmations = seeded.confirmations ?? 0;
+      state.plateauMs = Math.min(MAX_PLATEAU_MS, state.plateauMs * 2 ** state.confirmations);
+      state.cutAt = now;
+    }
+    if (seeded.pinned !== undefined) state.pinned = seeded.pinned;
+  } else if (limit.rps > 0) {
+    state.limit = limit.rps; // someone else's limit, or a learner's before v3: the number alone
+  }
+  if (limit.rps === 0 && parsed.vidbatch && typeof parsed.holdUntil === 'number' && parsed.holdUntil > now)
+    state.holdUntil = parsed.holdUntil;
+  state.limit = Math.max(MIN_RATE, state.limit);
+  return state;
 }
 
 function round(rps: number): number {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RateReport } from '../../src/contract/rate-budget';
-import { LEARNER_V1, RateLearner } from '../../src/workflows/rate-learner';
+import { LEARNER_V1, LEARNER_V2, RateLearner } from '../../src/workflows/rate-learner';
 
 const report = (over: Partial<RateReport> = {}): RateReport => ({
   worker: 'w1',
@@ -134,15 +134,55 @@ describe('RateLearner', () => {
     expect(rate).toBeGreaterThan(0.8 * 3);
   });
 
-  it('holds the queue at 0 for the Retry-After of a 429, then applies the cut limit', () => {
+  it('cuts the limit on a short Retry-After without holding the queue when told to (the default and v2 hold it)', () => {
+    const now = 10_000;
+    for (const [options, held] of [
+      [{ holdShortRetryAfter: false }, false],
+      [{}, true],
+      [LEARNER_V2, true],
+    ] as const) {
+      const learner = new RateLearner(now, undefined, { ...options, initialRate: 4 });
+      learner.applied(now - 5000, 4);
+      learner.report(now, report({ dispatched: 12, answered: { submit: 6, status: 5 } }));
+      learner.report(now + 10, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
+      expect(learner.target(now + 20) === 0).toBe(held);
+      expect(learner.target(now + 1010)).toBeCloseTo(3.6, 5); // 0.9 x the 4 rps in force
+    }
+  });
+
+  it('holds the queue at 0 for a long Retry-After that status checks get too, then applies the cut limit', () => {
     const now = 10_000;
     const learner = new RateLearner(now, undefined, { initialRate: 4 });
     learner.applied(now - 5000, 4);
     learner.report(now, report({ dispatched: 12, answered: { submit: 6, status: 5 } }));
-    learner.report(now + 10, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
+    learner.report(now + 10, report({ rateLimited: { submit: 1, status: 1 }, retryAfterMs: 8000 }));
     expect(learner.target(now + 20)).toBe(0);
-    expect(learner.nextChangeAt(now + 20)).toBe(now + 1010);
-    expect(learner.target(now + 1010)).toBeCloseTo(3.6, 5); // 0.9 x the 4 rps in force
+    expect(learner.nextChangeAt(now + 20)).toBe(now + 8010);
+    expect(learner.target(now + 8010)).toBeCloseTo(3.6, 5);
+  });
+
+  it('settles at 0.95 of a confirmed ceiling when told to, 0.9 of a first one (default and v2: 0.9 always)', () => {
+    for (const [options, second] of [
+      [{ confirmedCut: 0.95 }, 0.95],
+      [{}, 0.9],
+      [LEARNER_V2, 0.9],
+    ] as const) {
+      let now = 10_000;
+      const learner = new RateLearner(now, undefined, { ...options, initialRate: 5 });
+      learner.applied(now - 5000, 5);
+      const hit = () => {
+        learner.report(now, report({ dispatched: 5, answered: { submit: 2, status: 3 } }));
+        learner.report(now + 10, report({ rateLimited: { submit: 0, status: 1 }, retryAfterMs: 1000 }));
+      };
+      hit();
+      expect(learner.state.limit).toBeCloseTo(4.5, 5);
+      // Back at 5 rps a while later (a probe), the same wall again: confirmed.
+      now += 60_000;
+      learner.applied(now - 5000, 5);
+      hit();
+      expect(learner.state.confirmations).toBe(1);
+      expect(learner.state.limit).toBeCloseTo(5 * second, 5);
+    }
   });
 
   it('does not cut on submissions refused with a long Retry-After while status checks are answered', () => {
@@ -171,19 +211,19 @@ describe('RateLearner', () => {
     }
   });
 
-  it('keeps a pinned limit: holds for Retry-After, never learns', () => {
+  it('keeps a pinned limit: holds for a long Retry-After, never learns', () => {
     const now = 10_000;
     const learner = new RateLearner(now);
     learner.pin(7);
     learner.applied(now - 5000, 7);
     learner.report(
       now,
-      report({ dispatched: 30, rateLimited: { submit: 0, status: 1 }, retryAfterMs: 2000 }),
+      report({ dispatched: 30, rateLimited: { submit: 0, status: 1 }, retryAfterMs: 3000 }),
     );
     expect(learner.target(now + 1)).toBe(0);
-    expect(learner.target(now + 2001)).toBe(7);
+    expect(learner.target(now + 3001)).toBe(7);
     learner.pin(null);
-    expect(learner.target(now + 2001)).toBe(4); // the learned limit: still the initial one
+    expect(learner.target(now + 3001)).toBe(4); // the learned limit: still the initial one
   });
 
   it('corrects an early ceiling set too low: a probe that hits higher raises it (the first version kept it)', () => {
