@@ -46,6 +46,8 @@ export interface BudgetShare extends BatchShare {
   limit: number | null;
   /** Batches that made gateway calls in the window, this one included. */
   batches: number;
+  /** Why the limit is what it is (the learner's reason). */
+  why?: string;
 }
 
 /** This batch's share of the shared gateway budget over the last 30 s, if it made calls on it. */
@@ -59,7 +61,12 @@ export async function budgetShare(
   const key = fairnessKey(batchId);
   const mine = snapshot?.batches?.find((b) => b.batch === key);
   if (!snapshot || !mine) return undefined;
-  return { ...mine, limit: snapshot.applied, batches: snapshot.batches?.length ?? 1 };
+  return {
+    ...mine,
+    limit: snapshot.applied,
+    batches: snapshot.batches?.length ?? 1,
+    ...(snapshot.why ? { why: snapshot.why } : {}),
+  };
 }
 
 export async function promptStateCounts(

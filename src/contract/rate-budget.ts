@@ -173,6 +173,8 @@ export interface RateBudgetSnapshot {
   rateLimited: number;
   /** Each batch's share of the gateway calls over the last 30 s; absent from learners before shares. */
   batches?: BatchShare[];
+  /** Why the limit is what it is (the reason written with it on the server); absent from older learners. */
+  why?: string;
 }
 
 export const rateReportSignal = defineSignal<[RateReport]>('rateReport');

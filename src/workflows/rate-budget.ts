@@ -127,6 +127,7 @@ export async function rateBudgetWorkflow(input: RateBudgetInput): Promise<void> 
     reports: learner.reports,
     rateLimited: learner.rateLimited,
     batches: shares.shares(Date.now()),
+    why: applied === null ? 'not applied yet' : reason(Date.now(), applied),
   }));
 
   for (;;) {

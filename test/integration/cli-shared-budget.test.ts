@@ -140,6 +140,10 @@ describe('worker --gateway-rps', () => {
         '';
     }
     expect(line).toContain('of a 2 requests/s limit');
+    // ...and why: the operator's pin.
+    expect((await vidbatch(['status', batch], { cwd: dir })).stdout).toMatch(
+      /gateway limit: pinned by an operator/,
+    );
     const watched = await vidbatch(['watch', batch], { cwd: dir });
     expect(watched.stdout).toContain(`${batch}: 20 succeeded, 0 failed of 20`);
 

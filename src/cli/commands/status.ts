@@ -57,12 +57,13 @@ function printStatus(s: BatchStatus): void {
   for (const line of verificationLines(s.final?.verification)) console.log(line);
   if (s.ledger) console.log(formatLedger(s.ledger));
   if (s.budget) {
-    const { share, rps, limit, batches } = s.budget;
+    const { share, rps, limit, batches, why } = s.budget;
     console.log(
       `gateway budget (shared): ${Math.round(share * 100)}% of the gateway calls over the last 30 s ` +
         `(${rps.toFixed(2)} requests/s of a ${limit === null ? 'not yet set' : `${limit} requests/s`} limit; ` +
         `${batches} batch${batches === 1 ? '' : 'es'} calling)`,
     );
+    if (why) console.log(`gateway limit: ${why.replace(/^vidbatch: /, '')}`);
   }
   const states = Object.entries(s.promptStates)
     .filter(([, n]) => n > 0)
