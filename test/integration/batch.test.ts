@@ -67,8 +67,9 @@ describe('batch workflow on the real dev server and simulator', () => {
     const perPrompt = events / 12;
     console.log(`history events per prompt (batch share included): ${perPrompt.toFixed(1)}`);
     // Issue 17 added about 4 per prompt: one signal per submit to the batch (the unknown-outcome breaker and the
-    // unreachable pause count them) and the results flush timer.
-    expect(perPrompt).toBeLessThan(50);
+    // unreachable pause count them) and the results flush timer. Issue 18 (every prompt on the gateway queue)
+    // about 7 more: the first-check timer, a spare check with its timer, and their cancellations (56.6 seen).
+    expect(perPrompt).toBeLessThan(65);
   });
 
   it('ends permanent failures as failed with the gateway code and message, without retrying them', async () => {

@@ -146,7 +146,9 @@ describe('a refused key stops at once', () => {
     const blocked = (await waitForProgress(handle, () => true)).blocked;
     console.log(`disabled key: ${refused} requests sent with it; ${blocked} prompts blocked`);
     expect(refused).toBeGreaterThan(0);
-    expect(refused).toBeLessThanOrEqual(2); // one refusal stops the worker; at most calls already on the wire
+    // One refusal stops the worker; at most the calls already on the wire, which the gateway queue lets go
+    // together up to its burst (ceil of its limit: 4 at the start) since no per-worker pacer serialises them.
+    expect(refused).toBeLessThanOrEqual(5);
     expect(blocked).toBeGreaterThan(1);
 
     record.enabled = true;
