@@ -34,6 +34,8 @@ export interface LearnerOptions {
    * higher one counts). Over 1, an early ceiling set too low is never corrected.
    */
   sameWall?: number;
+  /** Fastest growth per second while probing (x). */
+  probeMax?: number;
   /** A submit-only 429 reads as a capacity cap only if a status check was answered meanwhile (default false). */
   capacityNeedsAnsweredCheck?: boolean;
   /** Measure the workers' rate by requests sent (default) rather than by dispatches (v1). */
@@ -45,13 +47,14 @@ export interface LearnerOptions {
 }
 
 /** The second learner's settings, kept for learners started before the `learner-v3` patch. */
-export const LEARNER_V2: LearnerOptions = { holdShortRetryAfter: true, confirmedCut: 0.9 };
+export const LEARNER_V2: LearnerOptions = { holdShortRetryAfter: true, confirmedCut: 0.9, probeMax: 1.25 };
 
 /** The first learner's settings, kept for learners started before the `learner-v2` patch. */
 export const LEARNER_V1: LearnerOptions = {
   initialRate: 2,
   cut: 0.95,
   sameWall: 1.25,
+  probeMax: 1.25,
   capacityNeedsAnsweredCheck: true,
   countRequests: false,
   holdShortRetryAfter: true,
@@ -63,7 +66,6 @@ const SLOW_START = 2; // x per saturated second until the first 429
 // ~1 s to apply and the gateway's burst hides an overshoot for a while, so a faster probe overshoots far.
 const PROBE_START = 0.05;
 const PROBE_ACCEL = 0.02;
-const PROBE_MAX = 1.25;
 const SAME_CEILING = 0.15; // a new ceiling this close to the last one confirms it
 const MAX_PLATEAU_MS = 120_000;
 export const MIN_RATE = 0.1;
@@ -92,6 +94,7 @@ export class RateLearner {
   private readonly maxRate: number;
   private readonly cut: number;
   private readonly sameWall: number;
+  private readonly probeMax: number;
   private readonly capacityNeedsAnsweredCheck: boolean;
   private readonly countRequests: boolean;
   private readonly holdShortRetryAfter: boolean;
@@ -105,14 +108,17 @@ export class RateLearner {
     this.maxRate = options.maxRate ?? 1000;
     this.cut = options.cut ?? 0.9;
     this.sameWall = options.sameWall ?? 1;
+    // v3: a probe grows the limit by at most 10% a second (v2: 25%). A 429 is seen about two seconds after the
+    // limit that drew it (reports each second, a new limit applies a second later), so a fast probe overshoots
+    // far, and its 429 reads as a new, higher ceiling (v2 against 5 rps: probes to 8 rps, 0.13 429s per job).
+    this.probeMax = options.probeMax ?? 1.1;
     this.capacityNeedsAnsweredCheck = options.capacityNeedsAnsweredCheck ?? false;
     this.countRequests = options.countRequests ?? true;
-    // Default on for now: with the per-worker pacer still holding calls, a queue left open during a short
-    // Retry-After fills the pacers and they send in a burst when it ends (the rate-budget integration test saw
-    // 76 requests in 10 s against 3 rps). Turning it off needs the worker-side wait and a new patch.
-    this.holdShortRetryAfter = options.holdShortRetryAfter ?? true;
-    // 0.95 is available but not the default: in the two-worker integration test it cost 429s (0.111 per job).
-    this.confirmedCut = options.confirmedCut ?? this.cut;
+    // v3: a short Retry-After (a token bucket's 429) only cuts; the refused calls wait it out in their worker,
+    // per kind (gateway/retry-after-hold.ts), while the rest of the queue goes on at the cut rate.
+    this.holdShortRetryAfter = options.holdShortRetryAfter ?? false;
+    // v3: a ceiling confirmed by a second 429 at the same rate is well measured: settle closer under it.
+    this.confirmedCut = options.confirmedCut ?? 0.95;
     this.state = state ?? initialState(options);
     this.grownAt = now;
   }
@@ -191,7 +197,7 @@ export class RateLearner {
     }
     const probingS = (now - s.cutAt - s.plateauMs) / 1000;
     if (probingS < 0) return;
-    const growth = Math.min(PROBE_MAX, 1 + PROBE_START + PROBE_ACCEL * probingS);
+    const growth = Math.min(this.probeMax, 1 + PROBE_START + PROBE_ACCEL * probingS);
     s.limit = Math.min(this.maxRate, s.limit * Math.pow(growth, dt));
   }
 

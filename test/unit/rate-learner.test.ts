@@ -134,11 +134,11 @@ describe('RateLearner', () => {
     expect(rate).toBeGreaterThan(0.8 * 3);
   });
 
-  it('cuts the limit on a short Retry-After without holding the queue when told to (the default and v2 hold it)', () => {
+  it('cuts the limit on a short Retry-After without holding the queue (v2 held it)', () => {
     const now = 10_000;
     for (const [options, held] of [
-      [{ holdShortRetryAfter: false }, false],
-      [{}, true],
+      [{ holdShortRetryAfter: true }, true],
+      [{}, false],
       [LEARNER_V2, true],
     ] as const) {
       const learner = new RateLearner(now, undefined, { ...options, initialRate: 4 });
@@ -161,10 +161,10 @@ describe('RateLearner', () => {
     expect(learner.target(now + 8010)).toBeCloseTo(3.6, 5);
   });
 
-  it('settles at 0.95 of a confirmed ceiling when told to, 0.9 of a first one (default and v2: 0.9 always)', () => {
+  it('settles at 0.95 of a confirmed ceiling, 0.9 of a first one (v2: 0.9 always)', () => {
     for (const [options, second] of [
-      [{ confirmedCut: 0.95 }, 0.95],
-      [{}, 0.9],
+      [{ confirmedCut: 0.9 }, 0.9],
+      [{}, 0.95],
       [LEARNER_V2, 0.9],
     ] as const) {
       let now = 10_000;
