@@ -237,6 +237,7 @@ export async function withGatewayWorker(main: Worker, options: GatewayWorkerOpti
     gatewayQueue: gatewayQueue(options.taskQueue),
     nudge: (why) => reporter.nudge(why),
     logger: Runtime.instance().logger,
+    ...(options.gatewayRps !== undefined ? { pinnedRps: options.gatewayRps } : {}),
   });
 
   const runMain = main.run.bind(main);

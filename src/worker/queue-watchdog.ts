@@ -25,6 +25,8 @@ export interface QueueWatchdogOptions {
   graceMs?: number;
   /** Longest wait for the server per look (default 4 s). */
   deadlineMs?: number;
+  /** This worker's `--gateway-rps`: the limit a queue with none gets (else the learner's slow start). */
+  pinnedRps?: number;
 }
 
 /** The learner's slow start (rate-learner.ts). */
@@ -64,8 +66,19 @@ export class QueueWatchdog {
         await client.connection.withDeadline(deadline(), () =>
           setQueueLimit(client.workflowService, this.options.namespace, client.options.identity, {
             gatewayQueue,
-            rps: INITIAL_RPS,
-            reason: formatReason('slow start (no learner yet)', { learned: INITIAL_RPS }),
+            // A pinned worker's first calls must not go faster than its pin while the learner starts.
+            ...(this.options.pinnedRps !== undefined
+              ? {
+                  rps: this.options.pinnedRps,
+                  reason: formatReason('pinned by an operator (--gateway-rps)', {
+                    learned: this.options.pinnedRps,
+                    pinned: this.options.pinnedRps,
+                  }),
+                }
+              : {
+                  rps: INITIAL_RPS,
+                  reason: formatReason('slow start (no learner yet)', { learned: INITIAL_RPS }),
+                }),
           }),
         );
       } else if (!strandedHold(limit, Date.now(), this.options.graceMs ?? 2000)) {
