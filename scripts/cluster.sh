@@ -210,12 +210,14 @@ server_env() { # the variables compose gives the temporalio/server image, with t
   export DYNAMIC_CONFIG_FILE_PATH=$ROOT/deploy/dynamicconfig/vidbatch.yaml
 }
 
-server_pid() {
+running_pid() { # <pid file> <program>: the pid it names while that program runs under it, else nothing
   local pid
-  pid=$(cat "$STATE/temporal.pid" 2>/dev/null || true)
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && grep -q temporal-server "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
+  pid=$(cat "$1" 2>/dev/null || true)
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && grep -q "$2" "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
   return 0
 }
+
+server_pid() { running_pid "$STATE/temporal.pid" temporal-server; }
 
 healthy() { "$CLI" operator cluster health --address "$ADDRESS" >/dev/null 2>&1; }
 
@@ -275,12 +277,7 @@ namespace() {
 }
 
 # ---------------------------------------------------------------------------------------------- Web UI
-ui_pid() {
-  local pid
-  pid=$(cat "$STATE/ui.pid" 2>/dev/null || true)
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && grep -q temporal-ui-server "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
-  return 0
-}
+ui_pid() { running_pid "$STATE/ui.pid" temporal-ui-server; }
 
 ui_start() { # what compose's temporal-ui service is given: the frontend's address, a port on 127.0.0.1
   [ -n "$(ui_pid)" ] && return

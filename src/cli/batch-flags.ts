@@ -105,9 +105,7 @@ export function addSpendSafetyFlags(command: Command): Command {
       new Option(
         '--shared-budget',
         'deprecated, ignored: every batch now shares the rate budget the Temporal server enforces for all workers',
-      )
-        .env('VIDBATCH_SHARED_BUDGET')
-        .hideHelp(),
+      ).env('VIDBATCH_SHARED_BUDGET'),
     )
     .addOption(
       new Option(
