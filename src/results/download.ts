@@ -116,7 +116,7 @@ async function get(
   let current = httpUrl(url, undefined, url);
   for (let redirects = 0; ; redirects++) {
     const response = await request(current, { headers, signal }).catch((err: Error) => {
-      const where = current.href === url ? '' : ` (redirected to ${current.href})`;
+      const where = redirects ? ` (redirected to ${current.href})` : '';
       throw new DownloadError(
         `${url}${where}: ${err.name === 'TimeoutError' ? 'timed out' : `connection failed (${err.message})`}`,
         true,
