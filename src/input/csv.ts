@@ -6,6 +6,7 @@ import { parse } from 'csv-parse/sync';
 import { z } from 'zod';
 import { CsvValidationError, type CsvProblem } from '../errors';
 import { DEFAULT_MODEL, type PromptRow } from '../contract/types';
+import { restoreFormula } from './csv-formula';
 
 const KNOWN_COLUMNS = ['id', 'prompt', 'model', 'resolution', 'duration'];
 const PASS_THROUGH = /^(input|parameters)\.([A-Za-z_][\w-]*)$/;
@@ -245,7 +246,12 @@ export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
   const ids = new Map<string, number>();
   records.forEach(({ record, raw }, index) => {
     const line = locate(raw);
-    const cells = Object.fromEntries(Object.entries(record).filter(([, v]) => v !== ''));
+    // A cell vidbatch exported as `'=…` (formula neutralised) is read as `=…`, the text it was.
+    const cells = Object.fromEntries(
+      Object.entries(record)
+        .map(([k, v]) => [k, restoreFormula(v)] as const)
+        .filter(([, v]) => v !== ''),
+    );
     const parsed = rowSchema.safeParse(cells);
     if (!parsed.success) {
       for (const issue of parsed.error.issues) problem(line, String(issue.path[0] ?? '(row)'), issue.message);

@@ -3,12 +3,15 @@
 // file is reused only when its sha256 matches the recorded one (or the one just downloaded), and never
 // overwritten: a different video for the same name is kept next to it. Used for one video (the downloadVideo
 // activity) and for every video of a batch (`vidbatch download`).
+// Redirects (object stores answer 302 to a CDN) are followed by a small loop rather than undici's redirect
+// interceptor, so each hop's scheme is checked before anything is sent and the error names the URL.
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { request } from 'undici';
+import { request, type Dispatcher } from 'undici';
 import { DownloadError } from '../errors';
 import type { DownloadedVideo, Verification } from '../contract/types';
 import { readManifest } from './manifest';
@@ -47,12 +50,113 @@ async function verifyFile(path: string, url: string): Promise<DownloadedVideo> {
   return { file: path, sha256: await sha256Of(path), bytes };
 }
 
+/**
+ * The largest video downloaded by default: 2 GiB, far above any generated clip (a 10 s 1080p video is tens of
+ * MB), so only a wrong or hostile URL reaches it.
+ */
+export const DEFAULT_MAX_VIDEO_BYTES = 2 * 1024 ** 3;
+
+/** Redirects followed per download; one more is an error (a loop, or a chain no CDN needs). */
+export const MAX_REDIRECTS = 5;
+
 export interface DownloadOptions {
   /** When the manifest already knows the file's hash: an existing file must match it. */
   expectedSha256?: string;
   timeoutMs?: number;
   /** Aborts the download (a stopping worker cancels it after its grace); the `.part` file is kept to resume. */
   signal?: AbortSignal;
+  /** The largest file accepted, in bytes (default DEFAULT_MAX_VIDEO_BYTES); a larger one fails, not retried. */
+  maxBytes?: number;
+}
+
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+
+const headerOf = (headers: Dispatcher.ResponseData['headers'], name: string): string | undefined => {
+  const value = headers[name];
+  return Array.isArray(value) ? value[0] : value;
+};
+
+/** "2 GiB" for whole GiB, else the byte count. */
+const limitText = (bytes: number) =>
+  bytes % 1024 ** 3 === 0 ? `${bytes / 1024 ** 3} GiB` : `${bytes} bytes`;
+
+function tooLarge(url: string, maxBytes: number, what: string): DownloadError {
+  return new DownloadError(`${url}: ${what}, over the download limit of ${limitText(maxBytes)}`, false);
+}
+
+/** Only http and https are fetched: a URL or redirect elsewhere (file:, ftp:, data:) is refused, not retried. */
+function httpUrl(target: string, base: URL | undefined, url: string): URL {
+  let parsed: URL;
+  try {
+    parsed = new URL(target, base);
+  } catch {
+    throw new DownloadError(
+      `${url}: ${base ? `redirected to an invalid URL (${target})` : 'not a valid URL'}`,
+      false,
+    );
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    throw new DownloadError(
+      `${url}: ${base ? `redirected to ${parsed.href}, ` : ''}scheme ${parsed.protocol} is not http or https`,
+      false,
+    );
+  return parsed;
+}
+
+/**
+ * GET `url`, following at most MAX_REDIRECTS redirects (a relative Location resolves against the URL that
+ * sent it). Every hop carries the same headers: a resumed download keeps its Range on the CDN it lands on;
+ * no credentials are sent anywhere.
+ */
+async function get(
+  url: string,
+  headers: Record<string, string>,
+  signal: AbortSignal,
+): Promise<Dispatcher.ResponseData> {
+  let current = httpUrl(url, undefined, url);
+  for (let redirects = 0; ; redirects++) {
+    const response = await request(current, { headers, signal }).catch((err: Error) => {
+      const where = redirects ? ` (redirected to ${current.href})` : '';
+      throw new DownloadError(
+        `${url}${where}: ${err.name === 'TimeoutError' ? 'timed out' : `connection failed (${err.message})`}`,
+        true,
+      );
+    });
+    if (!REDIRECT_STATUSES.has(response.statusCode)) return response;
+    await response.body.dump();
+    const location = headerOf(response.headers, 'location');
+    if (!location)
+      throw new DownloadError(`${url}: HTTP ${response.statusCode} redirect without a Location`, false);
+    if (redirects === MAX_REDIRECTS)
+      throw new DownloadError(`${url}: more than ${MAX_REDIRECTS} redirects (last to ${location})`, false);
+    current = httpUrl(location, current, url);
+  }
+}
+
+/** `bytes <start>-<end>/<total or *>` (RFC 9110 §14.4), or undefined when absent or unreadable. */
+export function parseContentRange(
+  value: string | undefined,
+): { start: number; end: number; total?: number } | undefined {
+  const m = /^bytes\s+(\d+)-(\d+)\/(\d+|\*)$/i.exec(value?.trim() ?? '');
+  if (!m) return undefined;
+  const [start, end] = [Number(m[1]), Number(m[2])];
+  const total = m[3] === '*' ? undefined : Number(m[3]);
+  if (end < start || (total !== undefined && end >= total)) return undefined;
+  return { start, end, ...(total !== undefined ? { total } : {}) };
+}
+
+/** Passes the body through, failing once the file (`from` bytes already on disk) would exceed `maxBytes`. */
+function capBytes(from: number, maxBytes: number, url: string): Transform {
+  let seen = from;
+  return new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      seen += chunk.length;
+      // Chunked bodies announce no size: stop reading as soon as the cap is passed.
+      if (seen > maxBytes)
+        done(tooLarge(url, maxBytes, `body passed ${limitText(maxBytes)} while streaming`));
+      else done(null, chunk);
+    },
+  });
 }
 
 /** The URL a `.part` file was downloaded from (its sidecar), if known. */
@@ -88,40 +192,7 @@ export async function downloadVerified(
   const part = `${target}.part`;
   if ((await size(part)) !== undefined && (await partUrl(part)) !== url) await rm(part, { force: true });
   await writeFile(`${part}.json`, JSON.stringify({ url }));
-  const have = (await size(part)) ?? 0;
-  const response = await request(url, {
-    headers: have > 0 ? { range: `bytes=${have}-` } : {},
-    signal: AbortSignal.any([
-      AbortSignal.timeout(options.timeoutMs ?? 5 * 60_000),
-      ...(options.signal ? [options.signal] : []),
-    ]),
-  }).catch((err: Error) => {
-    throw new DownloadError(
-      `${url}: ${err.name === 'TimeoutError' ? 'timed out' : `connection failed (${err.message})`}`,
-      true,
-    );
-  });
-  const { statusCode, headers } = response;
-  if (statusCode !== 200 && statusCode !== 206) {
-    await response.body.dump();
-    // 404/410/403: the link is gone or expired; retrying the same URL cannot help.
-    throw new DownloadError(
-      `${url}: HTTP ${statusCode}${statusCode === 410 ? ' (link expired)' : ''}`,
-      statusCode >= 500 || statusCode === 429,
-    );
-  }
-  const type = String(headers['content-type'] ?? '');
-  if (type && !/^(video\/|application\/octet-stream|binary\/octet-stream)/.test(type)) {
-    await response.body.dump();
-    throw new DownloadError(`${url}: unexpected content type ${type}`, false);
-  }
-  const resuming = statusCode === 206 && have > 0;
-  await pipeline(response.body, createWriteStream(part, { flags: resuming ? 'a' : 'w' }));
-  const expected = Number(headers['content-length'] ?? NaN);
-  const got = (await size(part)) ?? 0;
-  if (Number.isFinite(expected) && got !== (resuming ? have : 0) + expected) {
-    throw new DownloadError(`${url}: got ${got} bytes, expected ${(resuming ? have : 0) + expected}`, true);
-  }
+  await fetchToPart(url, part, options);
   const verified = await verifyFile(part, url);
   if (options.expectedSha256 && verified.sha256 !== options.expectedSha256) {
     throw new DownloadError(`${url}: sha256 ${verified.sha256} differs from the recorded one`, false);
@@ -136,6 +207,90 @@ export async function downloadVerified(
   await rename(part, file);
   await rm(`${part}.json`, { force: true });
   return { ...verified, file, reused: false };
+}
+
+/** Downloads `url` into `part`, resuming it when the server sends exactly the missing bytes. */
+async function fetchToPart(url: string, part: string, options: DownloadOptions): Promise<void> {
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX_VIDEO_BYTES;
+  const signal = AbortSignal.any([
+    AbortSignal.timeout(options.timeoutMs ?? 5 * 60_000),
+    ...(options.signal ? [options.signal] : []),
+  ]);
+  const discard = async () => {
+    await rm(part, { force: true });
+    await rm(`${part}.json`, { force: true });
+  };
+  let have = (await size(part)) ?? 0;
+  for (;;) {
+    const response = await get(url, have > 0 ? { range: `bytes=${have}-` } : {}, signal);
+    const { statusCode, headers } = response;
+    if (statusCode !== 200 && statusCode !== 206) {
+      await response.body.dump();
+      // 404/410/403: the link is gone or expired; retrying the same URL cannot help.
+      throw new DownloadError(
+        `${url}: HTTP ${statusCode}${statusCode === 410 ? ' (link expired)' : ''}`,
+        statusCode >= 500 || statusCode === 429,
+      );
+    }
+    const type = String(headers['content-type'] ?? '');
+    if (type && !/^(video\/|application\/octet-stream|binary\/octet-stream)/.test(type)) {
+      await response.body.dump();
+      throw new DownloadError(`${url}: unexpected content type ${type}`, false);
+    }
+    // A 200 is the whole file whatever was asked (a server that ignores Range): written from 0. A 206 is
+    // appended only when it starts where the part ends; any other part would corrupt the file.
+    let from = 0;
+    let total: number | undefined;
+    if (statusCode === 206) {
+      const raw = headerOf(headers, 'content-range');
+      const range = parseContentRange(raw);
+      if (!range || range.start !== have) {
+        await response.body.dump();
+        if (have === 0)
+          throw new DownloadError(
+            `${url}: HTTP 206 (${raw ?? 'no Content-Range'}) to a request for the whole file`,
+            true,
+          );
+        await rm(part, { force: true });
+        have = 0; // the part is discarded and the file downloaded from 0 (at most once: have is 0 now)
+        continue;
+      }
+      from = have;
+      total = range.total;
+    }
+    const length = Number(headerOf(headers, 'content-length') ?? NaN);
+    const announced = total ?? (Number.isFinite(length) ? from + length : undefined);
+    if (announced !== undefined && announced > maxBytes) {
+      response.body.destroy(); // not read: the size alone decides
+      await discard();
+      throw tooLarge(url, maxBytes, `${announced} bytes announced`);
+    }
+    try {
+      await pipeline(
+        response.body,
+        capBytes(from, maxBytes, url),
+        createWriteStream(part, { flags: from > 0 ? 'a' : 'w' }),
+      );
+    } catch (err) {
+      if (err instanceof DownloadError) {
+        await discard();
+        throw err;
+      }
+      // A cancel (a stopping worker) stays what it is; a dropped connection or a timeout is worth retrying.
+      if (options.signal?.aborted) throw err;
+      const e = err as Error;
+      throw new DownloadError(
+        `${url}: ${e.name === 'TimeoutError' ? 'timed out' : `download interrupted (${e.message})`}`,
+        true,
+      );
+    }
+    // Short of either size: retried, and the next attempt resumes from what arrived.
+    const got = (await size(part)) ?? 0;
+    for (const expected of [Number.isFinite(length) ? from + length : undefined, total])
+      if (expected !== undefined && got !== expected)
+        throw new DownloadError(`${url}: got ${got} bytes, expected ${expected}`, true);
+    return;
+  }
 }
 
 export interface DownloadReport {

@@ -3,10 +3,14 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import type { PromptResult } from '../contract/types';
+import { neutralizeTable } from '../input/csv-formula';
 import { readManifest } from './manifest';
 import { summarizeVerification, verificationCell, type VerificationSummary } from './verification-summary';
 
-/** The columns of an input CSV that reproduce a row exactly (input.* and parameters.* included). */
+/**
+ * The columns of an input CSV that reproduce a row exactly (input.* and parameters.* included), as values:
+ * writers pass them through csvText, which neutralises formulas.
+ */
 export function inputRows(results: PromptResult[]): string[][] {
   const inputKeys = [...new Set(results.flatMap((r) => Object.keys(r.input ?? {})))]
     .filter((k) => k !== 'prompt')
@@ -36,6 +40,11 @@ export function inputRows(results: PromptResult[]): string[][] {
       ...paramKeys.map((k) => cell(r.parameters?.[k])),
     ]),
   ];
+}
+
+/** A CSV file's text, every cell a spreadsheet would run as a formula prefixed with `'` (input/csv-formula.ts). */
+function csvText(rows: string[][]): string {
+  return stringify(neutralizeTable(rows));
 }
 
 const RESULT_COLUMNS = [
@@ -87,7 +96,7 @@ export async function exportResults(
     await write('failed.jsonl', jsonl(failed));
   } else {
     const table = (rows: PromptResult[]) =>
-      stringify([
+      csvText([
         [...RESULT_COLUMNS, 'file', 'verification'],
         ...rows.map((r) => [
           ...RESULT_COLUMNS.map((c) => String(r[c] ?? '')),
@@ -96,7 +105,7 @@ export async function exportResults(
         ]),
       ]);
     await write('succeeded.csv', table(succeeded));
-    await write('failed.csv', stringify(inputRows(failed)));
+    await write('failed.csv', csvText(inputRows(failed)));
     await write('failed-errors.csv', table(failed));
   }
   return {
@@ -121,7 +130,7 @@ export async function failedRowsCsv(
     .sort((a, b) => a.line - b.line);
   await mkdir(dir, { recursive: true });
   const path = retryCsvPath(dir, batchId, errorCode);
-  await writeFile(path, stringify(inputRows(failed)));
+  await writeFile(path, csvText(inputRows(failed)));
   return { path, rows: failed.length };
 }
 

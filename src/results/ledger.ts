@@ -8,11 +8,17 @@ import { readJsonl } from './jsonl';
 import { manifestPath } from './manifest';
 import { estimateCost, formatCost, type Priceable, type Prices } from './prices';
 
-/** Error codes of rows vidbatch stopped waiting for (the job may still finish, and be billed), or refused. */
+/**
+ * Error codes of rows whose job vidbatch stopped checking (the job may still finish, and be billed), or refused.
+ * None of them says the gateway ended the job: `check_failed` and `poll_failed` are vidbatch giving up on
+ * status checks that kept failing (the job id is kept; a re-run checks it again).
+ */
 export const ABANDONED_CODES: ReadonlySet<string> = new Set([
   'cancelled',
   'deadline_exceeded',
   'workflow_failed',
+  'check_failed',
+  'poll_failed',
   'video_mismatch', // made and billed, but refused by --verify strict: kept by no row
 ]);
 
@@ -25,7 +31,10 @@ export interface Ledger {
   kept: number;
   /** Jobs the gateway ended without a video: failed, moderated, completed without a URL, forgotten. */
   failedAtGateway: number;
-  /** Jobs vidbatch stopped waiting for (cancelled, deadline exceeded) or replaced by a later key generation. */
+  /**
+   * Jobs vidbatch stopped waiting for (cancelled, deadline exceeded, gave up checking), refused, or replaced by
+   * a later key generation: they may still finish at the gateway and be billed.
+   */
   abandoned: number;
   /** Jobs whose row has no outcome recorded after them yet: in flight, or the batch stopped before recording. */
   pending: number;
@@ -174,8 +183,8 @@ const count = (n: number) => n.toLocaleString('en-US');
 const plural = (n: number, word: string) => `${count(n)} ${word}${n === 1 ? '' : 's'}`;
 
 /**
- * "jobs made: 1,012 for 1,000 rows (1,000 kept, 8 abandoned, up to 4 more unknown), estimated cost 12.34".
- * Categories that are zero are left out, except kept.
+ * "jobs made: 1,012 for 1,000 rows (1,000 kept, 8 abandoned, up to 4 more unknown), estimated cost 12.34;
+ * abandoned jobs may still finish and be billed". Categories that are zero are left out, except kept.
  */
 export function formatLedger(l: Ledger): string {
   const parts = [`${count(l.kept)} kept`];
@@ -189,5 +198,7 @@ export function formatLedger(l: Ledger): string {
     if (l.unknownCost) text += ` (up to ${formatCost(l.unknownCost, l.currency)} more)`;
     if (l.unpriced) text += `; ${plural(l.unpriced, 'job')} without a price`;
   }
+  // Not "failed": nobody saw these jobs end, so they may cost money yet.
+  if (l.abandoned) text += '; abandoned jobs may still finish and be billed';
   return text;
 }

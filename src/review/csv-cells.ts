@@ -1,7 +1,9 @@
 // The input CSV's own header and cells, per row id: what "export redo" writes back, so an exported row is the
 // row the user wrote (same columns, same values), not a re-rendering of it. Parsed with the same settings as
-// src/input/csv.ts, so the n-th record here is the n-th row there (and gets the same default id).
+// src/input/csv.ts, so the n-th record here is the n-th row there (and gets the same default id). Cells are the
+// values the loader reads (a neutralised `'=…` is `=…` here): the page's export neutralises them again.
 import { parse } from 'csv-parse/sync';
+import { restoreFormula } from '../input/csv-formula';
 
 export interface CsvCells {
   /** The header to export: the file's own, with `id` put first when the file had none (ids must not change). */
@@ -11,8 +13,9 @@ export interface CsvCells {
 }
 
 export function csvCells(text: string): CsvCells {
-  const records: string[][] = parse(text.replace(/^\uFEFF/, ''), { skip_empty_lines: true });
-  const header = (records.shift() ?? []).map((h) => h.trim());
+  const parsed: string[][] = parse(text.replace(/^\uFEFF/, ''), { skip_empty_lines: true });
+  const header = (parsed.shift() ?? []).map((h) => h.trim());
+  const records = parsed.map((record) => record.map(restoreFormula));
   const idAt = header.indexOf('id');
   const cells = new Map<string, string[]>();
   records.forEach((record, index) => {

@@ -220,7 +220,10 @@
   }
 
   // Exports: the input CSV's own header and cells, in file order, so `vidbatch run` makes a new batch of them.
+  // A cell a spreadsheet would run as a formula gets a leading ' (as src/input/csv-formula.ts does); the CSV
+  // loader removes it, so the exported rows run with their original text.
   function csvCell(v) {
+    if (/^'*[=+\-@\t\r]/.test(v)) v = "'" + v;
     return /[",\r\n]/.test(v) || /^\s|\s$/.test(v) ? '"' + v.replace(/"/g, '""') + '"' : v;
   }
   function exportMarked(mark) {

@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { downloadVerified } from '../../src/results/download';
+import { DEFAULT_MAX_VIDEO_BYTES, downloadVerified, parseContentRange } from '../../src/results/download';
 import { DownloadError } from '../../src/errors';
 import { tinyMp4 } from '../../src/simulator/mp4';
 
@@ -22,7 +22,11 @@ async function serve(body: Buffer, contentType = 'video/mp4', status = 200) {
     if (range && status === 200) {
       ranges.push(req.headers.range!);
       const from = Number(range[1]);
-      res.writeHead(206, { 'content-type': contentType, 'content-length': body.length - from });
+      res.writeHead(206, {
+        'content-type': contentType,
+        'content-length': body.length - from,
+        'content-range': `bytes ${from}-${body.length - 1}/${body.length}`,
+      });
       return res.end(body.subarray(from));
     }
     res.writeHead(status, { 'content-type': contentType, 'content-length': body.length });
@@ -32,6 +36,37 @@ async function serve(body: Buffer, contentType = 'video/mp4', status = 200) {
   servers.push(server);
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v.mp4`, ranges };
 }
+
+/** A server whose answers the test writes; `seen` lists each request's path and headers, in order. */
+async function routes(handler: (req: IncomingMessage, res: ServerResponse, base: string) => void) {
+  const seen: { path: string; headers: IncomingMessage['headers'] }[] = [];
+  const server = createServer((req, res) => {
+    seen.push({ path: req.url ?? '', headers: req.headers });
+    handler(req, res, base);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  servers.push(server);
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { base, seen };
+}
+
+/** The video with Range support (a correct 206 and Content-Range), as a CDN serves it. */
+function sendVideo(req: IncomingMessage, res: ServerResponse) {
+  const range = /bytes=(\d+)-/.exec(req.headers.range ?? '');
+  const from = range ? Number(range[1]) : 0;
+  res.writeHead(range ? 206 : 200, {
+    'content-type': 'video/mp4',
+    'content-length': video.length - from,
+    ...(range ? { 'content-range': `bytes ${from}-${video.length - 1}/${video.length}` } : {}),
+  });
+  res.end(video.subarray(from));
+}
+
+const failure = (p: Promise<unknown>) =>
+  p.then(
+    () => expect.fail('expected the download to fail'),
+    (e: unknown) => e as DownloadError,
+  );
 
 const video = tinyMp4('vid_test', 5);
 const sha = createHash('sha256').update(video).digest('hex');
@@ -118,5 +153,184 @@ describe('downloadVerified', () => {
       /not overwriting/,
     );
     expect(await readFile(join(dir, 'c.mp4'))).toEqual(other);
+  });
+
+  // Object stores answer 302 to a CDN path: followed, relative Locations resolved against the current URL.
+  it('follows a redirect chain (relative and absolute Locations) to the video, sending no credentials', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-dl-'));
+    const { base, seen } = await routes((req, res, base) => {
+      const to = { '/a/start': 'next', '/a/next': `${base}/b/c`, '/b/c': '../cdn/v.mp4' }[req.url ?? ''];
+      if (to) return res.writeHead(req.url === '/a/next' ? 301 : 302, { location: to }).end();
+      sendVideo(req, res);
+    });
+    const got = await downloadVerified(`${base}/a/start`, dir, 'r.mp4');
+    expect(seen.map((r) => r.path)).toEqual(['/a/start', '/a/next', '/b/c', '/cdn/v.mp4']);
+    expect(await readFile(got.file)).toEqual(video);
+    expect(got.sha256).toBe(sha);
+    for (const { headers } of seen) {
+      expect(headers.authorization).toBeUndefined();
+      expect(headers.cookie).toBeUndefined();
+    }
+  });
+
+  it('keeps the Range of a resumed download on the redirected request', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-dl-'));
+    const { base, seen } = await routes((req, res) =>
+      req.url === '/signed' ? res.writeHead(307, { location: '/cdn/v.mp4' }).end() : sendVideo(req, res),
+    );
+    const url = `${base}/signed`;
+    await writeFile(join(dir, 'k.mp4.part'), video.subarray(0, 40));
+    await writeFile(join(dir, 'k.mp4.part.json'), JSON.stringify({ url }));
+    const got = await downloadVerified(url, dir, 'k.mp4');
+    expect(seen.map((r) => [r.path, r.headers.range])).toEqual([
+      ['/signed', 'bytes=40-'],
+      ['/cdn/v.mp4', 'bytes=40-'],
+    ]);
+    expect(await readFile(got.file)).toEqual(video);
+  });
+
+  it('follows 5 redirects, and fails on the 6th (a loop), not retryable', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-dl-'));
+    const { base, seen } = await routes((req, res) => {
+      const hop = /^\/hop(\d+)$/.exec(req.url ?? '');
+      if (hop && hop[1] !== '0') return res.writeHead(302, { location: `/hop${Number(hop[1]) - 1}` }).end();
+      if (req.url === '/loop') return res.writeHead(302, { location: '/loop' }).end();
+      sendVideo(req, res);
+    });
+    expect((await downloadVerified(`${base}/hop5`, dir, 'five.mp4')).sha256).toBe(sha);
+    seen.length = 0;
+    const error = await failure(downloadVerified(`${base}/loop`, dir, 'loop.mp4'));
+    expect(error).toBeInstanceOf(DownloadError);
+    expect(error.message).toContain(`${base}/loop: more than 5 redirects`);
+    expect(error.retryable).toBe(false);
+    expect(seen).toHaveLength(6); // the first request and 5 redirects followed
+  });
+
+  it('refuses a redirect to another scheme (ftp:) and a non-http URL, naming the URL and scheme', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-dl-'));
+    const { base } = await routes((_req, res) =>
+      res.writeHead(302, { location: 'ftp://files.example/v.mp4' }).end(),
+    );
+    const error = await failure(downloadVerified(`${base}/v.mp4`, dir, 'f.mp4'));
+    expect(error).toBeInstanceOf(DownloadError);
+    expect(error.message).toBe(
+      `${base}/v.mp4: redirected to ftp://files.example/v.mp4, scheme ftp: is not http or https`,
+    );
+    expect(error.retryable).toBe(false);
+    const local = await failure(downloadVerified('file:///etc/passwd', dir, 'p.mp4'));
+    expect(local.message).toBe('file:///etc/passwd: scheme file: is not http or https');
+    expect(local.retryable).toBe(false);
+  });
+
+  // Appending bytes from another offset than the part's size would make a corrupt file that may still start
+  // with ftyp; the part is discarded and the file downloaded again from 0.
+  it('restarts from 0 when a 206 to a Range request has a wrong or missing Content-Range', async () => {
+    for (const contentRange of [`bytes 0-${video.length - 1}/${video.length}`, undefined, 'bytes */99']) {
+      const dir = await mkdtemp(join(tmpdir(), 'vidbatch-dl-'));
+      const { base, seen } = await routes((req, res) => {
+        if (!req.headers.range) return sendVideo(req, res);
+        // A server that ignores the offset asked for, but answers 206 anyway.
+        res.writeHead(206, {
+          'content-type': 'video/mp4',
+          'content-length': video.length,
+          ...(contentRange ? { 'content-range': contentRange } : {}),
+        });
+        res.end(video);
+      });
+      const url = `${base}/v.mp4`;
+      await writeFile(join(dir, 'w.mp4.part'), video.subarray(0, 40));
+      await writeFile(join(dir, 'w.mp4.part.json'), JSON.stringify({ url }));
+      const got = await downloadVerified(url, dir, 'w.mp4');
+      expect(seen.map((r) => r.headers.range)).toEqual(['bytes=40-', undefined]);
+      expect(await readFile(got.file)).toEqual(video);
+    }
+  });
+
+  it('a 200 to a Range request (Range ignored) rewrites the part from 0, never appends', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-dl-'));
+    const { base, seen } = await routes((req, res) => {
+      res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': video.length });
+      res.end(video);
+    });
+    const url = `${base}/v.mp4`;
+    await writeFile(join(dir, 'o.mp4.part'), video.subarray(0, 40));
+    await writeFile(join(dir, 'o.mp4.part.json'), JSON.stringify({ url }));
+    const got = await downloadVerified(url, dir, 'o.mp4');
+    expect(seen.map((r) => r.headers.range)).toEqual(['bytes=40-']);
+    expect(await readFile(got.file)).toEqual(video);
+  });
+
+  it('a 206 that stops before the total is short: retryable, its bytes kept to resume', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-dl-'));
+    const { base } = await routes((req, res) => {
+      // Bytes 40-99 of the file only, correctly labelled: the server's own chunk size.
+      res.writeHead(206, {
+        'content-type': 'video/mp4',
+        'content-length': 60,
+        'content-range': `bytes 40-99/${video.length}`,
+      });
+      res.end(video.subarray(40, 100));
+    });
+    const url = `${base}/v.mp4`;
+    await writeFile(join(dir, 's.mp4.part'), video.subarray(0, 40));
+    await writeFile(join(dir, 's.mp4.part.json'), JSON.stringify({ url }));
+    const error = await failure(downloadVerified(url, dir, 's.mp4'));
+    expect(error.message).toBe(`${url}: got 100 bytes, expected ${video.length}`);
+    expect(error.retryable).toBe(true);
+    expect(await readFile(join(dir, 's.mp4.part'))).toEqual(video.subarray(0, 100));
+  });
+
+  it('fails before reading when Content-Length is over maxBytes, not retryable', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-dl-'));
+    const { base } = await routes((_req, res) => {
+      // Headers and a first chunk, then nothing: a client that read the body would wait for its timeout.
+      res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': 10 * video.length });
+      res.write(video);
+    });
+    const url = `${base}/big.mp4`;
+    const error = await failure(
+      downloadVerified(url, dir, 'big.mp4', { maxBytes: video.length, timeoutMs: 30_000 }),
+    );
+    expect(error).toBeInstanceOf(DownloadError);
+    expect(error.message).toBe(
+      `${url}: ${10 * video.length} bytes announced, over the download limit of ${video.length} bytes`,
+    );
+    expect(error.retryable).toBe(false);
+    await expect(stat(join(dir, 'big.mp4.part'))).rejects.toThrow();
+    await expect(stat(join(dir, 'big.mp4.part.json'))).rejects.toThrow();
+  });
+
+  it('aborts a chunked body (no Content-Length) once it passes maxBytes, not retryable', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-dl-'));
+    let closed!: Promise<void>;
+    const { base } = await routes((_req, res) => {
+      closed = new Promise((r) => res.on('close', () => r()));
+      res.writeHead(200, { 'content-type': 'video/mp4' }); // no length: chunked
+      // An endless body: only the cap can end this download.
+      const timer = setInterval(() => res.write(video), 5);
+      res.on('close', () => clearInterval(timer));
+    });
+    const url = `${base}/endless.mp4`;
+    const maxBytes = 4 * video.length + 7;
+    const error = await failure(downloadVerified(url, dir, 'e.mp4', { maxBytes, timeoutMs: 30_000 }));
+    expect(error.message).toBe(
+      `${url}: body passed ${maxBytes} bytes while streaming, over the download limit of ${maxBytes} bytes`,
+    );
+    expect(error.retryable).toBe(false);
+    await closed; // the connection was dropped, not read to the end
+    await expect(stat(join(dir, 'e.mp4.part'))).rejects.toThrow();
+  });
+
+  it('the default cap is 2 GiB', () => {
+    expect(DEFAULT_MAX_VIDEO_BYTES).toBe(2 * 1024 ** 3);
+  });
+});
+
+describe('parseContentRange', () => {
+  it('reads start, end and total, and refuses what does not add up', () => {
+    expect(parseContentRange('bytes 40-99/100')).toEqual({ start: 40, end: 99, total: 100 });
+    expect(parseContentRange('bytes 0-9/*')).toEqual({ start: 0, end: 9 });
+    for (const bad of [undefined, '', 'bytes */100', 'bytes 9-0/100', 'bytes 0-100/100', 'items 0-1/2'])
+      expect(parseContentRange(bad), String(bad)).toBeUndefined();
   });
 });

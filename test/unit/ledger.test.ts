@@ -59,7 +59,30 @@ describe('spend ledger', () => {
       pending: 0,
       unknown: 0,
     });
-    expect(formatLedger(l)).toBe('jobs made: 4 for 5 rows (1 kept, 1 failed at the gateway, 2 abandoned)');
+    expect(formatLedger(l)).toBe(
+      'jobs made: 4 for 5 rows (1 kept, 1 failed at the gateway, 2 abandoned); abandoned jobs may still finish and be billed',
+    );
+  });
+
+  it('a job vidbatch gave up checking (check_failed, poll_failed) is abandoned, not failed at the gateway', () => {
+    // Status checks that kept failing end the row with the job id kept: nobody saw the job end, so it may
+    // still finish and be billed. A job the gateway failed or no longer knew stays "failed at the gateway".
+    const journal = ['a', 'b', 'c', 'd'].map((r) => job(r, `vid_${r}`));
+    const lines = [
+      line('a', { jobId: 'vid_a', status: 'failed', errorCode: 'check_failed' }),
+      line('b', { jobId: 'vid_b', status: 'failed', errorCode: 'poll_failed' }),
+      line('c', { jobId: 'vid_c', status: 'failed', errorCode: 'not_found' }),
+      line('d', { jobId: 'vid_d', status: 'failed', errorCode: 'job_failed' }),
+    ];
+    const l = foldLedger(lines, journal);
+    expect(l).toMatchObject({ jobsMade: 4, kept: 0, failedAtGateway: 2, abandoned: 2, pending: 0 });
+    expect(formatLedger(l)).toBe(
+      'jobs made: 4 for 4 rows (0 kept, 2 failed at the gateway, 2 abandoned); abandoned jobs may still finish and be billed',
+    );
+    // Without abandoned jobs, no such note.
+    expect(formatLedger(foldLedger([line('d', { jobId: 'vid_d' })], [job('d', 'vid_d')]))).toBe(
+      'jobs made: 1 for 1 row (1 kept)',
+    );
   });
 
   it('a row re-run under a later key generation: the earlier jobs are abandoned, the last one kept', () => {
@@ -80,7 +103,9 @@ describe('spend ledger', () => {
     ];
     const l = foldLedger(lines, journal, { rows: 3 });
     expect(l).toMatchObject({ rows: 3, jobsMade: 3, kept: 0, abandoned: 1, pending: 2 });
-    expect(formatLedger(l)).toBe('jobs made: 3 for 3 rows (0 kept, 1 abandoned, 2 pending)');
+    expect(formatLedger(l)).toBe(
+      'jobs made: 3 for 3 rows (0 kept, 1 abandoned, 2 pending); abandoned jobs may still finish and be billed',
+    );
   });
 
   it('unknown outcomes are an upper bound: per row the journal count, or the manifest count when larger', () => {
@@ -141,7 +166,7 @@ describe('spend ledger', () => {
     expect(l.estimatedCost).toBeCloseTo(1 + 1 + 2);
     expect(l.unknownCost).toBeCloseTo(1);
     expect(formatLedger(l)).toBe(
-      'jobs made: 4 for 3 rows (1 kept, 1 abandoned, 2 pending, up to 1 more unknown), estimated cost 4.00 USD (up to 1.00 USD more); 1 job without a price',
+      'jobs made: 4 for 3 rows (1 kept, 1 abandoned, 2 pending, up to 1 more unknown), estimated cost 4.00 USD (up to 1.00 USD more); 1 job without a price; abandoned jobs may still finish and be billed',
     );
   });
 
@@ -164,7 +189,7 @@ describe('spend ledger', () => {
     );
     const l = await computeLedger(dir);
     expect(formatLedger(l)).toBe(
-      'jobs made: 1,012 for 1,000 rows (1,000 kept, 12 abandoned, up to 4 more unknown)',
+      'jobs made: 1,012 for 1,000 rows (1,000 kept, 12 abandoned, up to 4 more unknown); abandoned jobs may still finish and be billed',
     );
     expect(await computeLedger(join(dir, 'missing'))).toMatchObject({ rows: 0, jobsMade: 0 });
   });
