@@ -271,6 +271,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
           ...(firstCheckAgeMs !== undefined ? { firstCheckAgeMs } : {}),
           ...(spareCheckAgeMs !== undefined ? { spareCheckAgeMs } : {}),
           ...(journalError ? { journalError } : {}),
+          ...(job.requestId ? { requestId: job.requestId } : {}),
         };
       } catch (err) {
         clearInterval(beating);

@@ -1,5 +1,6 @@
 // HTTP plumbing shared by the simulator's routes: errors that become JSON error bodies (spec section 7's
 // shape), reading and validating bodies, sending answers.
+import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { z } from 'zod';
 import { formatIssue } from './settings';
@@ -39,6 +40,13 @@ export interface V1Result {
   created?: boolean;
   /** The answer carries the job's URL. */
   carriesResult?: boolean;
+}
+
+export const REQUEST_ID_HEADER = 'x-request-id';
+
+/** A fresh id for one request, sent back in `x-request-id` so a client can quote it. */
+export function newRequestId(): string {
+  return `req_${randomBytes(12).toString('hex')}`;
 }
 
 export function isLoopback(req: IncomingMessage): boolean {

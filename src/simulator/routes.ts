@@ -1,12 +1,20 @@
 // Request handling of the simulated gateway: routes each request to /v1 (the spec's endpoints, behind the key
 // check, hold, rate limit and faults), /admin (admin-routes.ts) or /files (result-files.ts), and counts and
-// logs what it answered.
+// logs what it answered. Every answer carries a unique `x-request-id`, as real gateways send.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseRetryAfter } from '../gateway/retry-after';
 import { adminRoutes } from './admin-routes';
 import { authenticate } from './api-keys';
 import { chatRoute } from './chat-route';
-import { errorBody, HttpError, send, type RouteContext, type V1Result } from './http';
+import {
+  errorBody,
+  HttpError,
+  newRequestId,
+  REQUEST_ID_HEADER,
+  send,
+  type RouteContext,
+  type V1Result,
+} from './http';
 import { answerV1 } from './lost-answers';
 import { modelsRoute } from './models-route';
 import { checkLimits } from './rate-limits';
@@ -39,6 +47,8 @@ export function createRequestHandler(ctx: RouteContext): (req: IncomingMessage, 
   };
 
   return (req, res) => {
+    // Set before anything is written, so every answer carries it, errors included.
+    res.setHeader(REQUEST_ID_HEADER, newRequestId());
     const url = new URL(req.url ?? '/', 'http://localhost');
     const path = url.pathname;
     const route = `${req.method} ${path
