@@ -87,6 +87,13 @@ export interface CallOptions {
   beforeSend?: () => void | Promise<void>;
 }
 
+/** An echoed Authorization header's value (`Authorization: ...`, `"authorization":"..."`), to the line's end. */
+const AUTHORIZATION_VALUE = /(authorization["']?\s*[:=]\s*["']?)[^"'\r\n]+/gi;
+/** A bearer token anywhere (a previous key, a proxy's own). */
+const BEARER_TOKEN = /(\bBearer\s+)[^\s"',;]+/gi;
+/** Most of a non-JSON error body that goes into a message. */
+const MAX_ERROR_TEXT = 200;
+
 /** A response header's value (the first, if sent more than once). */
 function header(raw: string | string[] | undefined): string | undefined {
   return Array.isArray(raw) ? raw[0] : raw;
@@ -193,9 +200,15 @@ export class GatewayClient {
     return this.redact(raw);
   }
 
+  /**
+   * Gateway text as it may go into messages: the key, any bearer token and any echoed Authorization header
+   * value are replaced. Whole text only: a cut made first could leave part of a key that no longer matches.
+   */
   private redact(text: string): string {
     const key = this.options.apiKey();
-    return key ? text.split(key).join('[redacted]') : text;
+    return (key ? text.split(key).join('[redacted]') : text)
+      .replace(AUTHORIZATION_VALUE, '$1[redacted]')
+      .replace(BEARER_TOKEN, '$1[redacted]');
   }
 
   /**
@@ -324,9 +337,10 @@ export class GatewayClient {
 
     const parsedError = errorBody.safeParse(json);
     const code = parsedError.success ? parsedError.data.error.code : undefined;
-    const detail = this.redact(
-      parsedError.success ? (parsedError.data.error.message ?? code ?? '') : text.slice(0, 200),
-    );
+    // Redacted before it is cut: a key straddling the cut would otherwise survive in part.
+    const detail = parsedError.success
+      ? this.redact(parsedError.data.error.message ?? code ?? '')
+      : this.redact(text).slice(0, MAX_ERROR_TEXT);
     const message = `${what}: ${statusCode}${detail ? ` ${detail}` : ''}`;
     const retryAfter = header(response.headers['retry-after']);
     throw errorForStatus(

@@ -266,6 +266,55 @@ describe("the gateway's request id", () => {
   });
 });
 
+describe('key redaction in error text', () => {
+  /** A client against a server that answers every request `status` with `body(authorization header)`. */
+  async function echoing(secret: string, status: number, body: (authorization: string) => string) {
+    const server = createServer((req, res) => {
+      res.writeHead(status, { 'content-type': 'text/plain' });
+      res.end(body(req.headers.authorization ?? ''));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as AddressInfo;
+    const client = new GatewayClient({
+      baseUrl: `http://127.0.0.1:${port}/v1`,
+      apiKey: () => secret,
+      timeoutMs: 1000,
+    });
+    return { client, close: () => server.close() };
+  }
+
+  it('redacts the key before cutting a non-JSON body, so no part of a key that straddles the cut survives', async () => {
+    const secret = `sk-${'a1b2c3d4e5'.repeat(4)}`;
+    // The echoed key starts at character ~176 of the body and runs past the 200-character cut.
+    const prefix = `upstream said: ${'x'.repeat(137)} authorization: `;
+    const { client, close } = await echoing(secret, 502, (auth) => `${prefix}${auth}\nmore text`);
+    const error = (await client.listModels().catch((e: unknown) => e)) as ServerError;
+    close();
+    expect(prefix.length + 'Bearer '.length).toBeGreaterThan(170);
+    expect(prefix.length + 'Bearer '.length).toBeLessThan(200);
+    expect(error).toBeInstanceOf(ServerError);
+    expect(error.message).not.toContain('a1b2c3');
+    expect(error.message).not.toContain('sk-');
+    expect(error.message).toContain('authorization: [redacted]');
+  });
+
+  it('redacts any bearer token or Authorization value echoed back, not only the current key', async () => {
+    const secret = 'sk-current-key-0001';
+    const { client, close } = await echoing(
+      secret,
+      400,
+      () => 'proxy: rejected Bearer sk-old-rotated-key-9999; "Authorization":"Basic dXNlcjpwYXNz", retry',
+    );
+    const error = (await client.getJob('vid_1').catch((e: unknown) => e)) as BadRequestError;
+    close();
+    expect(error).toBeInstanceOf(BadRequestError);
+    expect(error.message).toContain('Bearer [redacted]');
+    expect(error.message).toContain('"Authorization":"[redacted]"');
+    expect(error.message).not.toContain('sk-old-rotated-key-9999');
+    expect(error.message).not.toContain('dXNlcjpwYXNz');
+  });
+});
+
 /** The error a call rejected with (undefined when it succeeded). */
 const failure = <T>(call: Promise<unknown>): Promise<T | undefined> =>
   call.then(
