@@ -44,11 +44,11 @@ export interface SubmitInput {
   unblockedAt?: number;
   /** The batch whose Idempotency-Key the row carries (retry-failed: the original batch); default `batchId`. */
   keyBatchId?: string;
-  /** Issue 17: a resend after an unknown outcome; the jobs journal is read for a job under this key first. */
+  /** A resend after an unknown outcome: the jobs journal is read for a job under this key first. */
   afterUnknown?: boolean;
   /**
-   * Issue 17: when nothing could be sent (connection refused, DNS) for this long since the first attempt, the
-   * submit ends as GatewayUnreachable so the batch can pause with the reason. Absent: retried for ever.
+   * When nothing could be sent (connection refused, DNS) for this long since the first attempt, the submit
+   * ends as GatewayUnreachable so the batch can pause with the reason. Absent: retried for ever.
    */
   unreachableAfterMs?: number;
 }
@@ -271,6 +271,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
           ...(firstCheckAgeMs !== undefined ? { firstCheckAgeMs } : {}),
           ...(spareCheckAgeMs !== undefined ? { spareCheckAgeMs } : {}),
           ...(journalError ? { journalError } : {}),
+          ...(job.requestId ? { requestId: job.requestId } : {}),
         };
       } catch (err) {
         clearInterval(beating);

@@ -25,7 +25,7 @@ import {
  * unknown (see GatewayError.outcomeUnknown) is SubmitUnknown whatever the error, so the workflow applies
  * the policy instead of Temporal re-sending it.
  */
-function classify(err: unknown, activity: ClassifiedActivity): { type: string; details?: unknown } {
+function classify(err: unknown, activity: ClassifiedActivity): { type: string; details?: object } {
   // Errors other than GatewayError come from before the request (the client wraps whatever sending throws).
   if (activity === 'submitJob' && err instanceof GatewayError && err.outcomeUnknown)
     return { type: FailureType.SubmitUnknown, details: { code: 'submit_unknown' } };
@@ -44,8 +44,9 @@ function classify(err: unknown, activity: ClassifiedActivity): { type: string; d
 /**
  * A failed gateway call of `activity`. `retryDelayMs` is the delay before Temporal's next attempt of a
  * transient error (the poll schedule); default: the retry policy's. A 429 waits for its Retry-After, no longer
- * (issue 18: the check was due; waiting for the next poll delay too left budget unused): on submit the
- * workflow holds the batch that long, on poll Temporal waits that long.
+ * (the check was due; waiting for the next poll delay too would leave rate budget unused): on submit the
+ * workflow holds the batch that long, on poll Temporal waits that long. The details carry the gateway's
+ * request id beside the code (`{ code, ..., requestId }`), so the row that fails can quote it.
  */
 export function toFailure(
   err: unknown,
@@ -56,8 +57,11 @@ export function toFailure(
   const { type, details } = classify(err, activity);
   const rateLimitWaitMs =
     err instanceof RateLimitError ? (err.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS) : undefined;
+  const requestId = err instanceof GatewayError ? err.requestId : undefined;
+  const withRequestId = (d: object | undefined) =>
+    requestId === undefined ? d : { ...(d ?? {}), requestId };
   if (isNonRetryable(activity, type)) {
-    const shown = rateLimitWaitMs === undefined ? details : { retryAfterMs: rateLimitWaitMs };
+    const shown = withRequestId(rateLimitWaitMs === undefined ? details : { retryAfterMs: rateLimitWaitMs });
     return ApplicationFailure.create({
       type,
       message,
@@ -68,9 +72,11 @@ export function toFailure(
     });
   }
   const nextRetryDelay = rateLimitWaitMs ?? retryDelayMs;
+  const shown = withRequestId(details);
   return ApplicationFailure.create({
     type,
     message,
+    ...(shown !== undefined ? { details: [shown] } : {}),
     ...(nextRetryDelay !== undefined ? { nextRetryDelay } : {}),
   });
 }

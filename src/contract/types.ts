@@ -283,6 +283,8 @@ export interface SubmitResult {
   spareCheckAgeMs?: number;
   /** The job id could not be written to the jobs journal (why): a terminate before the row ends may lose it. */
   journalError?: string;
+  /** The gateway's request id of the answer that made the job, when it sent one. */
+  requestId?: string;
 }
 
 /** One status check of a job known from an earlier run (checkJob). */

@@ -35,6 +35,14 @@ export interface JobState {
   rawStatus: string;
   url?: string;
   error?: { code: string; message: string };
+  /** The gateway's `x-request-id` of the answer, when it sent one. */
+  requestId?: string;
+}
+
+/** A 2xx answer: its JSON body and the gateway's request id. */
+interface Answer {
+  json: unknown;
+  requestId: string | undefined;
 }
 
 const errorBody = z.object({
@@ -77,6 +85,18 @@ export interface CallOptions {
    * there. If it throws, nothing is sent and its error is the call's.
    */
   beforeSend?: () => void | Promise<void>;
+}
+
+/** An echoed Authorization header's value (`Authorization: ...`, `"authorization":"..."`), to the line's end. */
+const AUTHORIZATION_VALUE = /(authorization["']?\s*[:=]\s*["']?)[^"'\r\n]+/gi;
+/** A bearer token anywhere (a previous key, a proxy's own). */
+const BEARER_TOKEN = /(\bBearer\s+)[^\s"',;]+/gi;
+/** Most of a non-JSON error body that goes into a message. */
+const MAX_ERROR_TEXT = 200;
+
+/** A response header's value (the first, if sent more than once). */
+function header(raw: string | string[] | undefined): string | undefined {
+  return Array.isArray(raw) ? raw[0] : raw;
 }
 
 /** Below this much time left, a call is not sent at all: it could not get an answer in time. */
@@ -124,30 +144,39 @@ export class GatewayClient {
     idempotencyKey: string,
     options: CallOptions = {},
   ): Promise<JobState> {
-    const json = await this.call('POST', '/videos/generations', options, body, {
+    const answer = await this.call('POST', '/videos/generations', options, body, {
       'idempotency-key': idempotencyKey,
     });
     // A 2xx whose body cannot be read may still be a new job: toJobState's MalformedResponseError is unknown.
-    return this.toJobState(json);
+    return this.toJobState(answer);
   }
 
   async getJob(jobId: string, options: CallOptions = {}): Promise<JobState> {
     const path = `/videos/generations/${encodeURIComponent(jobId)}`;
-    const json = await this.call('GET', path, options);
-    return this.toJobState(json);
+    return this.toJobState(await this.call('GET', path, options));
   }
 
   async listModels(): Promise<string[]> {
-    const parsed = modelsBody.safeParse(await this.call('GET', '/models', {}));
-    if (!parsed.success) throw new MalformedResponseError('GET /models returned an unexpected body');
+    const { json, requestId } = await this.call('GET', '/models', {});
+    const parsed = modelsBody.safeParse(json);
+    if (!parsed.success)
+      throw new MalformedResponseError(
+        'GET /models returned an unexpected body',
+        undefined,
+        undefined,
+        requestId,
+      );
     return parsed.data.data.map((m) => m.id);
   }
 
-  private toJobState(json: unknown): JobState {
+  private toJobState({ json, requestId }: Answer): JobState {
     const parsed = jobBody.safeParse(json);
     if (!parsed.success)
       throw new MalformedResponseError(
         `job response has an unexpected shape: ${parsed.error.issues[0]?.message}`,
+        undefined,
+        undefined,
+        requestId,
       );
     const { id, status: rawStatus, data, error } = parsed.data;
     const status = canonicalStatus(rawStatus);
@@ -161,12 +190,25 @@ export class GatewayClient {
       ...(error
         ? { error: { code: error.code ?? 'unknown', message: this.redact(error.message ?? '') } }
         : {}),
+      ...(requestId ? { requestId } : {}),
     };
   }
 
+  /** The gateway's request id as it goes into messages: printable, bounded, and never the key. */
+  private requestIdOf(raw: string | undefined): string | undefined {
+    if (!raw || !/^[\x21-\x7e]{1,128}$/.test(raw)) return undefined;
+    return this.redact(raw);
+  }
+
+  /**
+   * Gateway text as it may go into messages: the key, any bearer token and any echoed Authorization header
+   * value are replaced. Whole text only: a cut made first could leave part of a key that no longer matches.
+   */
   private redact(text: string): string {
     const key = this.options.apiKey();
-    return key ? text.split(key).join('[redacted]') : text;
+    return (key ? text.split(key).join('[redacted]') : text)
+      .replace(AUTHORIZATION_VALUE, '$1[redacted]')
+      .replace(BEARER_TOKEN, '$1[redacted]');
   }
 
   /**
@@ -195,7 +237,7 @@ export class GatewayClient {
     options: CallOptions,
     body?: unknown,
     extraHeaders: Record<string, string> = {},
-  ): Promise<unknown> {
+  ): Promise<Answer> {
     const what = `${method} ${path}`;
     if (this.stopping) throw new WorkerStoppingError(what);
     this.checkKey(what, options.unblockedAt);
@@ -240,7 +282,7 @@ export class GatewayClient {
     extraHeaders: Record<string, string>,
     key: string,
     timeoutMs: number,
-  ): Promise<unknown> {
+  ): Promise<Answer> {
     const what = `${method} ${path}`;
     let response: Dispatcher.ResponseData;
     let text: string;
@@ -278,29 +320,36 @@ export class GatewayClient {
       );
     }
     const { statusCode } = response;
+    const requestId = this.requestIdOf(header(response.headers['x-request-id']));
     let json: unknown;
     try {
       json = text ? JSON.parse(text) : undefined;
     } catch {
       if (statusCode >= 200 && statusCode < 300)
-        throw new MalformedResponseError(`${what}: response body is not JSON`, statusCode);
+        throw new MalformedResponseError(
+          `${what}: response body is not JSON`,
+          statusCode,
+          undefined,
+          requestId,
+        );
     }
-    if (statusCode >= 200 && statusCode < 300) return json;
+    if (statusCode >= 200 && statusCode < 300) return { json, requestId };
 
     const parsedError = errorBody.safeParse(json);
     const code = parsedError.success ? parsedError.data.error.code : undefined;
-    const detail = this.redact(
-      parsedError.success ? (parsedError.data.error.message ?? code ?? '') : text.slice(0, 200),
-    );
+    // Redacted before it is cut: a key straddling the cut would otherwise survive in part.
+    const detail = parsedError.success
+      ? this.redact(parsedError.data.error.message ?? code ?? '')
+      : this.redact(text).slice(0, MAX_ERROR_TEXT);
     const message = `${what}: ${statusCode}${detail ? ` ${detail}` : ''}`;
-    const raw = response.headers['retry-after'];
-    const header = Array.isArray(raw) ? raw[0] : raw;
+    const retryAfter = header(response.headers['retry-after']);
     throw errorForStatus(
       statusCode,
       message,
       code,
-      statusCode === 429 ? parseRetryAfter(header) : undefined,
-      header,
+      statusCode === 429 ? parseRetryAfter(retryAfter) : undefined,
+      retryAfter,
+      requestId,
     );
   }
 }

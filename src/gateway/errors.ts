@@ -29,18 +29,30 @@ export class WorkerStoppingError extends NotSentError {
   }
 }
 
-/** Base of all errors raised by the gateway client; `status` is the HTTP status when there was a response. */
+/** `message (request id <id>)`, or the message alone when the answer had no id. */
+export function withRequestId(message: string, requestId: string | undefined): string {
+  return requestId ? `${message} (request id ${requestId})` : message;
+}
+
+/**
+ * Base of all errors raised by the gateway client; `status` is the HTTP status when there was a response.
+ * `requestId` is the gateway's `x-request-id` of that response, also at the end of the message, so the
+ * gateway's operators can find the request from any log line or row that quotes the error.
+ */
 export class GatewayError extends Error {
   override name = 'GatewayError';
   /** The gateway's machine code (`error.code`), when it sent one. */
   readonly code: string | undefined;
+  readonly requestId: string | undefined;
   constructor(
     message: string,
     readonly status?: number,
     code?: string,
+    requestId?: string,
   ) {
-    super(message);
+    super(withRequestId(message, requestId));
     this.code = code;
+    this.requestId = requestId;
   }
 
   /**
@@ -88,8 +100,9 @@ export class RateLimitError extends RefusedError {
     code?: string,
     /** The Retry-After header as sent, when it could not be read (the default wait applies). */
     readonly unreadableRetryAfter?: string,
+    requestId?: string,
   ) {
-    super(message, 429, code);
+    super(message, 429, code, requestId);
   }
 }
 
@@ -141,17 +154,19 @@ export function errorForStatus(
   code: string | undefined,
   retryAfterMs: number | undefined,
   retryAfterHeader?: string,
+  requestId?: string,
 ): GatewayError {
-  if (statusCode === 401) return new AuthenticationError(message, statusCode, code);
-  if (statusCode === 403) return new PermissionDeniedError(message, statusCode, code);
-  if (statusCode === 404) return new NotFoundError(message, statusCode, code);
+  if (statusCode === 401) return new AuthenticationError(message, statusCode, code, requestId);
+  if (statusCode === 403) return new PermissionDeniedError(message, statusCode, code, requestId);
+  if (statusCode === 404) return new NotFoundError(message, statusCode, code, requestId);
   if (statusCode === 429)
     return new RateLimitError(
       message,
       retryAfterMs,
       code,
       retryAfterMs === undefined && retryAfterHeader !== undefined ? retryAfterHeader : undefined,
+      requestId,
     );
-  if (statusCode >= 500) return new ServerError(message, statusCode, code);
-  return new BadRequestError(message, statusCode, code);
+  if (statusCode >= 500) return new ServerError(message, statusCode, code, requestId);
+  return new BadRequestError(message, statusCode, code, requestId);
 }

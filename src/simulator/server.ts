@@ -5,15 +5,12 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createRequestHandler } from './routes';
-import {
-  SimulatorState,
-  type FaultOptions,
-  type RuntimeOptions,
-  type SimulatorOptions,
-  type StateData,
-} from './state';
+import type { FaultOptions } from './fault-settings';
+import type { RuntimeOptions, SimulatorOptions } from './settings';
+import { SimulatorState, type StateData } from './state';
 
-export type { SimulatorOptions, FaultOptions, RuntimeOptions } from './state';
+export type { FaultOptions } from './fault-settings';
+export type { RuntimeOptions, SimulatorOptions } from './settings';
 
 export interface Simulator {
   /** Base URL ending in /v1, as clients configure it. */

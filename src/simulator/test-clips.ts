@@ -3,7 +3,7 @@
 // bytes end with a `free` box carrying its id (still a valid MP4), so every video has its own sha256.
 import { readFileSync } from 'node:fs';
 
-/** Frame size of each resolution the simulator accepts (`RESOLUTIONS` in state.ts). */
+/** Frame size of each resolution the simulator accepts (`RESOLUTIONS` in video-job-routes.ts). */
 export const CLIP_SIZES: Record<string, { width: number; height: number }> = {
   '480P': { width: 854, height: 480 },
   '720P': { width: 1280, height: 720 },

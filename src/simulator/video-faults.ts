@@ -3,7 +3,7 @@
 // dice (`videoTruncated`, `videoWrongResolution`, `videoWrongDuration`) or by words in the prompt
 // (`truncatedWords`, ...), so every download of the job gets the same bytes.
 import { clip, CLIP_SIZES, DEFAULT_CLIP, stamped } from './test-clips';
-import type { FaultKind, FaultOptions } from './state';
+import type { FaultKind, FaultOptions } from './fault-settings';
 
 export type VideoFault = 'truncated' | 'wrong_resolution' | 'wrong_duration';
 
@@ -38,7 +38,7 @@ function otherDuration(duration: number): number {
 }
 
 /**
- * The bytes of a completed job's video: the clip of the asked resolution and duration (state.ts `Job`), or a
+ * The bytes of a completed job's video: the clip of the asked resolution and duration (jobs.ts `Job`), or a
  * wrong one, or the first 60% of the right one (its moov is first, so what is cut is media data), stamped
  * with the job id.
  */

@@ -1,7 +1,7 @@
 // The Temporal Web UI of the self-hosted stack (scripts/cluster.sh runs the UI server of compose's
 // temporalio/ui version), in a real headless browser: a batch run on the cluster is there with its progress
-// and the rate-budget learner's page, as the README's "Watching in the Temporal Web UI" says. Runs when VIDBATCH_CLUSTER_UI is set (.ci/run
-// sets it after `scripts/cluster.sh up`).
+// and the rate-budget learner's page, as the README's "Watching in the Temporal Web UI" says. Runs when
+// VIDBATCH_CLUSTER_UI is set (.ci/run sets it after `scripts/cluster.sh up`) and Chromium is there.
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,11 +10,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { writeVbenchCsv } from '../../bench/vbench';
 import { gatewayQueue, rateBudgetWorkflowId } from '../../src/contract/rate-budget';
 import { vidbatch } from '../integration/cli-helpers';
+import { IN_CI, requireChromium } from '../requirements';
 
 const ADDRESS = process.env.VIDBATCH_CLUSTER_ADDRESS;
 const UI = process.env.VIDBATCH_CLUSTER_UI;
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const IN_CI = process.env.CI === 'true';
+// Only with the cluster's UI up: without a cluster, cluster.test.ts already said how to start one.
+const CHROMIUM = ADDRESS && UI ? requireChromium() : undefined;
 
 if (ADDRESS && !UI && IN_CI)
   describe('the cluster Web UI in CI', () => {
@@ -28,7 +29,7 @@ afterAll(async () => {
   await browser?.close();
 });
 
-describe.skipIf(!ADDRESS || !UI)('the Temporal Web UI of the cluster', () => {
+describe.skipIf(!ADDRESS || !UI || !CHROMIUM)('the Temporal Web UI of the cluster', () => {
   it('shows a batch run on the cluster, and the rate-budget learner', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'vidbatch-ui-'));
     const taskQueue = `ui-${Date.now().toString(36)}`;

@@ -193,6 +193,128 @@ describe('GatewayClient against the simulator', () => {
   });
 });
 
+describe("the gateway's request id", () => {
+  const REQUEST_ID = /^req_[0-9a-f]{24}$/;
+
+  it('is on every answer and every error of the simulator, and at the end of each error message', async () => {
+    const { sim, client } = await setup({ rateLimit: 1, burst: 1 });
+    const job = await client.submit(request, 'k1');
+    expect(job.requestId).toMatch(REQUEST_ID);
+    // 429: the bucket of one token is empty.
+    const limited = await failure<RateLimitError>(client.getJob(job.id));
+    expect(limited).toBeInstanceOf(RateLimitError);
+    expect(limited!.requestId).toMatch(REQUEST_ID);
+    expect(limited!.message).toMatch(/: 429 .* \(request id req_[0-9a-f]{24}\)$/);
+    sim.setOptions({ rateLimit: 0 });
+    const other = new GatewayClient({ baseUrl: sim.baseUrl, apiKey: () => sim.apiKey, timeoutMs: 2000 });
+    const state = await other.getJob(job.id);
+    expect(state.requestId).toMatch(REQUEST_ID);
+    expect(state.requestId).not.toBe(job.requestId); // one id per request
+    const missing = await failure<NotFoundError>(other.getJob('vid_nope'));
+    expect(missing).toBeInstanceOf(NotFoundError);
+    expect(missing!.message).toBe(
+      `GET /videos/generations/vid_nope: 404 No job with id vid_nope. (request id ${missing!.requestId})`,
+    );
+    const bad = await failure<BadRequestError>(other.submit({ ...request, model: 'nope' }, 'k2'));
+    expect(bad!.requestId).toMatch(REQUEST_ID);
+    const wrongKey = new GatewayClient({ baseUrl: sim.baseUrl, apiKey: () => 'sk-wrong', timeoutMs: 2000 });
+    const unauthorized = await failure<AuthenticationError>(wrongKey.listModels());
+    expect(unauthorized).toBeInstanceOf(AuthenticationError);
+    expect(unauthorized!.requestId).toMatch(REQUEST_ID);
+    expect(unauthorized!.message).toContain(`(request id ${unauthorized!.requestId})`);
+    // The simulator's other answers carry one too: admin, files, unknown paths.
+    for (const path of ['/admin/stats', '/files/vid_nope.mp4', '/nowhere']) {
+      expect((await fetch(`${sim.origin}${path}`)).headers.get('x-request-id'), path).toMatch(REQUEST_ID);
+    }
+  });
+
+  it('is kept from any gateway, on 5xx and unreadable 2xx answers, and left out when absent or not printable', async () => {
+    const answers: [number, string, Record<string, string>][] = [
+      [502, '<html>bad gateway</html>', { 'x-request-id': 'req_upstream_502' }],
+      [200, '{"id": "vid_', { 'x-request-id': 'req_torn' }],
+      [503, 'unavailable', {}],
+      [500, 'oops', { 'x-request-id': 'id with spaces' }],
+    ];
+    const server = createServer((_req, res) => {
+      const [status, body, headers] = answers.shift()!;
+      res.writeHead(status, headers);
+      res.end(body);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as AddressInfo;
+    const client = new GatewayClient({
+      baseUrl: `http://127.0.0.1:${port}/v1`,
+      apiKey: () => 'sk-x',
+      timeoutMs: 1000,
+    });
+    const proxy = await failure<ServerError>(client.submit(request, 'k'));
+    const torn = await failure<MalformedResponseError>(client.submit(request, 'k'));
+    const anonymous = await failure<ServerError>(client.getJob('vid_1'));
+    const junk = await failure<ServerError>(client.getJob('vid_1'));
+    server.close();
+    expect(proxy).toBeInstanceOf(ServerError);
+    expect(proxy!.requestId).toBe('req_upstream_502');
+    expect(proxy!.message).toBe(
+      'POST /videos/generations: 502 <html>bad gateway</html> (request id req_upstream_502)',
+    );
+    expect(torn).toBeInstanceOf(MalformedResponseError);
+    expect(torn!.requestId).toBe('req_torn');
+    expect(torn!.message).toContain('(request id req_torn)');
+    expect(anonymous!.requestId).toBeUndefined();
+    expect(anonymous!.message).toBe('GET /videos/generations/vid_1: 503 unavailable');
+    expect(junk!.requestId).toBeUndefined();
+  });
+});
+
+describe('key redaction in error text', () => {
+  /** A client against a server that answers every request `status` with `body(authorization header)`. */
+  async function echoing(secret: string, status: number, body: (authorization: string) => string) {
+    const server = createServer((req, res) => {
+      res.writeHead(status, { 'content-type': 'text/plain' });
+      res.end(body(req.headers.authorization ?? ''));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as AddressInfo;
+    const client = new GatewayClient({
+      baseUrl: `http://127.0.0.1:${port}/v1`,
+      apiKey: () => secret,
+      timeoutMs: 1000,
+    });
+    return { client, close: () => server.close() };
+  }
+
+  it('redacts the key before cutting a non-JSON body, so no part of a key that straddles the cut survives', async () => {
+    const secret = `sk-${'a1b2c3d4e5'.repeat(4)}`;
+    // The echoed key starts at character ~176 of the body and runs past the 200-character cut.
+    const prefix = `upstream said: ${'x'.repeat(137)} authorization: `;
+    const { client, close } = await echoing(secret, 502, (auth) => `${prefix}${auth}\nmore text`);
+    const error = (await client.listModels().catch((e: unknown) => e)) as ServerError;
+    close();
+    expect(prefix.length + 'Bearer '.length).toBeGreaterThan(170);
+    expect(prefix.length + 'Bearer '.length).toBeLessThan(200);
+    expect(error).toBeInstanceOf(ServerError);
+    expect(error.message).not.toContain('a1b2c3');
+    expect(error.message).not.toContain('sk-');
+    expect(error.message).toContain('authorization: [redacted]');
+  });
+
+  it('redacts any bearer token or Authorization value echoed back, not only the current key', async () => {
+    const secret = 'sk-current-key-0001';
+    const { client, close } = await echoing(
+      secret,
+      400,
+      () => 'proxy: rejected Bearer sk-old-rotated-key-9999; "Authorization":"Basic dXNlcjpwYXNz", retry',
+    );
+    const error = (await client.getJob('vid_1').catch((e: unknown) => e)) as BadRequestError;
+    close();
+    expect(error).toBeInstanceOf(BadRequestError);
+    expect(error.message).toContain('Bearer [redacted]');
+    expect(error.message).toContain('"Authorization":"[redacted]"');
+    expect(error.message).not.toContain('sk-old-rotated-key-9999');
+    expect(error.message).not.toContain('dXNlcjpwYXNz');
+  });
+});
+
 /** The error a call rejected with (undefined when it succeeded). */
 const failure = <T>(call: Promise<unknown>): Promise<T | undefined> =>
   call.then(

@@ -114,6 +114,38 @@ describe('toFailure', () => {
     });
   });
 
+  it("puts the gateway's request id into the details beside the code, and the message keeps it", () => {
+    const id = 'req_0123456789abcdef01234567';
+    expect(toFailure(new NotFoundError('404', 404, 'not_found', id), 'pollJob')).toMatchObject({
+      type: FailureType.NotFound,
+      details: [{ code: 'not_found', requestId: id }],
+    });
+    const invalid = toFailure(new BadRequestError('400', 400, 'content_moderation', id), 'submitJob');
+    expect(invalid.details).toEqual([{ code: 'content_moderation', requestId: id }]);
+    expect(invalid.message).toBe(`400 (request id ${id})`);
+    // A proxy's 502 on submit: the outcome is unknown, and the id is what the gateway's operators can trace.
+    expect(toFailure(new ServerError('502', 502, undefined, id), 'submitJob').details).toEqual([
+      { code: 'submit_unknown', requestId: id },
+    ]);
+    expect(
+      toFailure(new RateLimitError('429', 7000, 'rate_limited', undefined, id), 'submitJob').details,
+    ).toEqual([{ retryAfterMs: 7000, requestId: id }]);
+    expect(toFailure(new AuthenticationError('401', 401, 'unauthorized', id), 'submitJob').details).toEqual([
+      { requestId: id },
+    ]);
+    // Retried by Temporal: the last attempt's failure still says which request it was.
+    const retried = toFailure(new ServerError('500', 500, 'internal_error', id), 'pollJob', 2000);
+    expect(retried).toMatchObject({
+      nonRetryable: false,
+      nextRetryDelay: 2000,
+      details: [{ requestId: id }],
+    });
+    // No id (no answer, or none sent): the details are what they were.
+    expect(toFailure(new TimeoutError('slow'), 'submitJob').details).toEqual([{ code: 'submit_unknown' }]);
+    expect(toFailure(new TimeoutError('slow'), 'pollJob').details).toBeUndefined();
+    expect(toFailure(new AuthenticationError('401', 401), 'pollJob').details).toBeUndefined();
+  });
+
   it('marks non-retryable exactly the types the retry policies list', () => {
     const errors = [
       new AuthenticationError('401', 401),
