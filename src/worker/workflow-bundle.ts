@@ -89,7 +89,9 @@ async function build(workflowsPath: string, codePath: string): Promise<void> {
   await rename(staging, codePath);
 }
 
-if (process.argv[1] === THIS_FILE) {
+// Only from the sources: built, this code shares a file with others (esbuild's chunks), and `node dist/cli.js`
+// could be that file.
+if (!BUILT && process.argv[1] === THIS_FILE) {
   const [workflowsPath, codePath] = process.argv.slice(2);
   await build(workflowsPath!, codePath!);
 }
