@@ -88,6 +88,24 @@ describe.skipIf(!reachable)('the installed package (npm pack, npm install of the
     expect(tree.split('\n').filter((p) => /[/\\]node_modules[/\\]tsx$/.test(p))).toEqual([]);
     expect(existsSync(join(app, 'node_modules', 'vidbatch', 'src'))).toBe(false);
 
+    // The library: `import ... from 'vidbatch'` (package.json exports), with its declarations.
+    const { stdout: api } = await run(
+      process.execPath,
+      ['--input-type=module', '-e', "console.log(Object.keys(await import('vidbatch')).join(' '))"],
+      { cwd: app },
+    );
+    expect(api.trim().split(' ')).toEqual(
+      expect.arrayContaining([
+        'openSession',
+        'startBatch',
+        'startAndFollow',
+        'retryFailed',
+        'loadCsv',
+        'runWorker',
+      ]),
+    );
+    expect(existsSync(join(app, 'node_modules', 'vidbatch', 'dist', 'types', 'index.d.ts'))).toBe(true);
+
     await writeFile(join(app, 'x.csv'), 'id,prompt\nr1,a red ball\nr2,a blue cube\nr3,a green cone\n');
     const settings = {
       TEMPORAL_ADDRESS: inject('temporalAddress'),
