@@ -1,12 +1,12 @@
 // How long `vidbatch --help` takes to start: the development bin (bin/vidbatch.mjs in this checkout: the
-// sources through tsx) and the built package (dist/cli.js, what the installed bin imports), against
-// `node -e 0`. Each is run `runs` times after one warm-up; the table has the medians of wall time, CPU time
+// sources through tsx), the built package (dist/cli.js) and the bin as installed (bin/vidbatch.mjs in a folder
+// with dist/ and no src/: it imports dist/cli.js), against `node -e 0`. Each is run `runs` times after one warm-up; the table has the medians of wall time, CPU time
 // (user + system) and maximum RSS, the last two measured inside the process by a preloaded probe that writes
 // process.resourceUsage() as it exits. Builds dist/ first when there is none (npm run build).
 //   npm run bench:startup [-- runs=15]
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -32,6 +32,13 @@ process.on('exit', () => {
 });
 `,
 );
+
+// The installed layout: a copy of the bin, beside links to dist/ and node_modules/, and no src/.
+const installed = join(dir, 'installed');
+await mkdir(join(installed, 'bin'), { recursive: true });
+await copyFile(join(ROOT, 'bin', 'vidbatch.mjs'), join(installed, 'bin', 'vidbatch.mjs'));
+await symlink(join(ROOT, 'dist'), join(installed, 'dist'));
+await symlink(join(ROOT, 'node_modules'), join(installed, 'node_modules'));
 
 interface Sample {
   wallMs: number;
@@ -64,6 +71,7 @@ const cases: { name: string; args: string[] }[] = [
   { name: 'node -e 0', args: ['-e', '0'] },
   { name: 'dev bin (tsx, src/)', args: [join(ROOT, 'bin', 'vidbatch.mjs'), '--help'] },
   { name: 'built (node dist/cli.js)', args: [join(ROOT, 'dist', 'cli.js'), '--help'] },
+  { name: 'installed bin (dist/)', args: [join(installed, 'bin', 'vidbatch.mjs'), '--help'] },
 ];
 
 const rows: { name: string; wall: number; cpu: number; rss: number }[] = [];
