@@ -14,7 +14,7 @@
 import { execFileSync } from 'node:child_process';
 import { cp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { dirname, extname, join, relative } from 'node:path';
+import { dirname, extname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
 
@@ -47,7 +47,7 @@ const deepImportExtensions: Plugin = {
         .join('/');
       let file: string;
       try {
-        file = createRequire(join(resolveDir, 'x.js')).resolve(path);
+        file = createRequire(join(resolveDir, 'x.js')).resolve(path).split(sep).join('/');
       } catch {
         return undefined;
       }
@@ -68,6 +68,7 @@ await rm(DIST, { recursive: true, force: true });
 // 1. The CLI and the library.
 const { metafile } = await build({
   entryPoints: { cli: src('cli/main.ts'), index: src('index.ts') },
+  absWorkingDir: ROOT, // the metafile's paths are relative to it
   outdir: DIST,
   bundle: true,
   format: 'esm',
@@ -104,10 +105,8 @@ step(`dist/workflow-bundle.js (${Math.round(code.length / 1024)} kB, @temporalio
 
 // 4. Declarations of the library. tsc writes the sources' extensionless imports as they are, which Node16 /
 // NodeNext resolution (ESM) does not resolve: each relative specifier gets the file it names.
-execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], {
-  cwd: ROOT,
-  stdio: 'inherit',
-});
+const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'inherit' });
 const TYPES = join(DIST, 'types');
 const declarations = (await readdir(TYPES, { recursive: true })).filter((f) => f.endsWith('.d.ts'));
 const files = new Set(declarations.map((f) => join(TYPES, f)));
