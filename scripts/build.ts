@@ -4,7 +4,9 @@
 //   dist/chunk-*.js              code they share, and what commands load with `await import()` (splitting keeps
 //                                 those imports lazy); node_modules stay imports (`packages: 'external'`)
 //   dist/workflow-bundle.js      the workflows, bundled for the worker with bundleWorkflowCode (+ .json: the SDK
-//                                 version it was built with)
+//                                 version it holds)
+//   dist/workflows.js            the workflows as one module, for a worker whose SDK is another version: it
+//                                 bundles them itself (src/worker/workflow-bundle.ts)
 //   dist/clips/, dist/page-*     files the code reads next to itself (see ASSETS)
 //   dist/types/                  declarations of the library (tsconfig.build.json)
 //
@@ -102,6 +104,18 @@ const sdk = (createRequire(import.meta.url)('@temporalio/workflow/package.json')
   .version;
 await writeFile(join(DIST, 'workflow-bundle.json'), `${JSON.stringify({ sdkVersion: sdk })}\n`);
 step(`dist/workflow-bundle.js (${Math.round(code.length / 1024)} kB, @temporalio/workflow ${sdk})`);
+await build({
+  entryPoints: { workflows: src('workflows/index.ts') },
+  absWorkingDir: ROOT,
+  outdir: DIST,
+  bundle: true,
+  format: 'esm',
+  platform: 'neutral',
+  packages: 'external',
+  plugins: [deepImportExtensions],
+  logLevel: 'warning',
+});
+step('dist/workflows.js');
 
 // 4. Declarations of the library. tsc writes the sources' extensionless imports as they are, which Node16 /
 // NodeNext resolution (ESM) does not resolve: each relative specifier gets the file it names.

@@ -1,7 +1,8 @@
 // The package a user installs: `npm pack` (whose prepack runs the build), `npm install` of the tarball into an
 // empty folder, then the installed `vidbatch` runs a batch against this test's Temporal server with the
 // simulator: the built CLI, the prebuilt workflow bundle and the clips, with no TypeScript loader (no tsx in the
-// installed tree) and nothing of the repository's tests in the tarball. Needs the npm registry (the tarball's
+// installed tree) and nothing of the repository's tests in the tarball; with another workflow SDK than the
+// bundle's, the worker bundles the shipped workflows itself. Needs the npm registry (the tarball's
 // dependencies): under CI=true it always runs; elsewhere it is skipped, saying so, when npm cannot reach it.
 import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -112,7 +113,11 @@ describe.skipIf(!reachable)('the installed package (npm pack, npm install of the
       VIDBATCH_TASK_QUEUE: `package-install-${process.pid}-${Date.now()}`,
     };
     const flags = ['--sim-job-seconds', '1', '--first-poll', '0.5', '--poll-interval', '0.3'];
-    const result = await npx(['run', 'x.csv', '--simulate', ...flags, '--download', 'videos'], app, settings);
+    const prebuiltCache = join(app, 'cache-prebuilt');
+    const result = await npx(['run', 'x.csv', '--simulate', ...flags, '--download', 'videos'], app, {
+      ...settings,
+      XDG_CACHE_HOME: prebuiltCache,
+    });
     expect(result.code, result.stderr).toBe(0);
     expect(result.stderr).toMatch(/Started batch batch-[0-9a-f]{16}/);
     const batchId = /(batch-[0-9a-f]{16}): 3 succeeded, 0 failed of 3/.exec(result.stdout)?.[1];
@@ -124,6 +129,24 @@ describe.skipIf(!reachable)('the installed package (npm pack, npm install of the
     expect(manifest.map((r) => r.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
     for (const id of ['r1', 'r2', 'r3'])
       expect(existsSync(join(app, 'videos', batchId!, `${id}.mp4`)), `${id}.mp4`).toBe(true);
+    // The worker used the shipped bundle: it built none.
+    expect(existsSync(join(prebuiltCache, 'vidbatch', 'workflow-bundles'))).toBe(false);
+
+    // A workflow SDK other than the bundle's (a newer one within the dependency range): the worker bundles
+    // dist/workflows.js itself, once, into its cache, with no TypeScript loader either.
+    const installed = join(app, 'node_modules', 'vidbatch', 'dist');
+    await writeFile(join(installed, 'workflow-bundle.json'), '{ "sdkVersion": "0.0.0-another" }\n');
+    await writeFile(join(app, 'y.csv'), 'id,prompt\nr1,a yellow star\n');
+    const cache = join(app, 'cache');
+    const other = await npx(['run', 'y.csv', '--simulate', ...flags], app, {
+      ...settings,
+      XDG_CACHE_HOME: cache,
+    });
+    expect(other.code, other.stderr).toBe(0);
+    expect(other.stdout).toMatch(/batch-[0-9a-f]{16}: 1 succeeded, 0 failed of 1/);
+    expect(
+      (await readdir(join(cache, 'vidbatch', 'workflow-bundles'))).filter((f) => f.endsWith('.js')),
+    ).toHaveLength(1);
 
     // The review page's script and style, read from dist/ next to the code.
     const review = await npx(['review', batchId!], app, settings);
