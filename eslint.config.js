@@ -8,7 +8,7 @@ import { builtinModules } from 'node:module';
 const nodeBuiltins = builtinModules.flatMap((m) => [m, `node:${m}`]);
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.vidbatch/**', 'out/**', 'coverage/**'] },
+  { ignores: ['node_modules/**', '.vidbatch/**', 'out/**', 'coverage/**', 'dist/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

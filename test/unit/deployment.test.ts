@@ -202,7 +202,10 @@ describe('deployment files', () => {
     const dockerfile = await readFile(`${ROOT}/Dockerfile`, 'utf8');
     expect(dockerfile).toContain('ENTRYPOINT ["node", "bin/vidbatch.mjs"]');
     expect(dockerfile).toMatch(/COPY bin/);
+    // The image runs the build (dist/, made in the first stage from src/), not the sources through tsx.
     expect(dockerfile).toMatch(/COPY src/);
+    expect(dockerfile).toMatch(/RUN npm run build/);
+    expect(dockerfile).toMatch(/COPY --from=build \/app\/dist \.\/dist/);
   });
 
   it('sets only environment variables the code reads', async () => {

@@ -1,0 +1,51 @@
+// vidbatch as a library (`import { ... } from 'vidbatch'`): the functions the CLI is made of, re-exported as
+// they are. A typical program opens a session, starts (or attaches to) the batch of a CSV and follows it:
+//
+//   const session = await openSession({ simulate: true });
+//   try {
+//     const { result } = await startAndFollow(() => startBatch(session, 'prompts.csv'), {
+//       onProgress: (p) => console.log(`${p.succeeded + p.failed}/${p.total}`),
+//     });
+//   } finally {
+//     await session.close();
+//   }
+//
+// This file only re-exports: the modules it names are the ones to read (and to change).
+
+// Connecting: Temporal (TEMPORAL_ADDRESS, or a dev server on this machine), the simulator, an in-process worker.
+export { openSession, SIMULATED_JOB_SECONDS } from './client/session';
+export type { ServerKind, Session, SessionOptions } from './client/session';
+
+// Starting a batch from a CSV, following it, retrying its failed rows.
+export {
+  batchHandle,
+  followBatch,
+  getProgress,
+  resolveBatchId,
+  retryFailed,
+  startBatch,
+} from './client/batches';
+export type {
+  EarlierRetry,
+  RetryFailedOptions,
+  RetryStarted,
+  StartBatchOptions,
+  StartedBatch,
+} from './client/batches';
+export { startAndFollow } from './starter';
+export type { FollowOptions } from './starter';
+
+// Loading and validating CSV files.
+export { loadCsv, loadValidCsv, parseCsv } from './input/csv';
+export type { ParsedCsv } from './input/csv';
+
+// Running a worker: `runWorker` is `vidbatch worker`; `createWorker` one to run yourself.
+export { createWorker, runWorker } from './worker';
+export type { CreateWorkerOptions } from './worker';
+
+// The gateway simulator (`vidbatch simulator`).
+export { startSimulator } from './simulator/server';
+export type { Simulator, SimulatorOptions } from './simulator/server';
+
+// What a batch reports.
+export type { BatchOptions, BatchProgress, BatchResult, PromptResult, PromptRow } from './contract/types';
