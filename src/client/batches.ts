@@ -103,12 +103,18 @@ export async function startBatch(
   // are attached to.
   const attached = !!previous && ['RUNNING', 'COMPLETED', 'CONTINUED_AS_NEW'].includes(previous.status.name);
   const before = previous && !attached ? await previousInput(session.client, batchId) : undefined;
-  // A re-run keeps the batch's own options; what was given again and differs is applied, and said.
-  const base = before?.options ?? DEFAULT_BATCH_OPTIONS;
+  // Options are resolved here, once: a flag given, else the batch's stored options (a re-run keeps its own;
+  // what was given again and differs is applied, and said), else the defaults. Workflows apply none.
+  const stored: Partial<BatchOptions> = before?.options ?? {};
   const batchOptions: BatchOptions = {
-    ...base,
+    ...DEFAULT_BATCH_OPTIONS,
+    ...definedOnly(stored),
     ...definedOnly(rest),
-    poll: { ...base.poll, ...definedOnly(options.poll ?? {}) },
+    poll: {
+      ...DEFAULT_BATCH_OPTIONS.poll,
+      ...definedOnly(stored.poll ?? {}),
+      ...definedOnly(options.poll ?? {}),
+    },
     ...(options.outDir ? { outDir: batchDir(options.outDir, batchId) } : {}),
     ...(options.downloadDir ? { downloadDir: batchDir(options.downloadDir, batchId) } : {}),
   };
@@ -266,7 +272,7 @@ export async function retryFailed(
   if (earlier.length) onEarlier?.(earlier.map((e) => e.retry));
   const csv = await failedRowsCsv(manifest, dirname(manifest), batchId, code, taken);
   if (csv.rows === 0) return undefined;
-  // Issue 19: the retry downloads (under the same root) and verifies as the original batch did, unless told.
+  // The retry downloads (under the same root) and verifies as the original batch did, unless told.
   const original = (await previousInput(session.client, batchId))?.options;
   const started = await startBatch(session, csv.path, {
     outDir: outRoot,

@@ -34,8 +34,8 @@ export interface PollSchedule {
   backoff: number;
   capMs: number;
   jitter: number;
-  /** Default true (absent in batches started before adaptive polling). */
-  adaptive?: boolean;
+  /** false: keep to this schedule even once the worker has learned the gateway's latency. */
+  adaptive: boolean;
 }
 
 export const DEFAULT_POLL_SCHEDULE: PollSchedule = {
@@ -44,6 +44,7 @@ export const DEFAULT_POLL_SCHEDULE: PollSchedule = {
   backoff: 1.5,
   capMs: 120_000,
   jitter: 0.2,
+  adaptive: true,
 };
 
 export interface BatchOptions {
@@ -70,43 +71,29 @@ export interface BatchOptions {
   maxSubmissions?: number;
   /** Epoch ms after which no new job is submitted. */
   deadlineAt?: number;
-  // Spend safety (issue 10, helper A): what a prompt does after a submit whose outcome is unknown.
-  /** `resend` (default): same Idempotency-Key, at most `maxUnknownResends` times; `fail`: the row fails with `submit_unknown`. */
-  onUnknownSubmit?: UnknownSubmitPolicy;
-  /** Resends after unknown submit outcomes, per row (default 1). */
-  maxUnknownResends?: number;
-  /** Start-to-close of one submit attempt (default 180 s); the worker keeps its HTTP timeout inside it. */
-  submitTimeoutMs?: number;
-  /**
-   * Batches started before patch `budget-default` with `--shared-budget`: their prompts' gateway calls go to
-   * the gateway queue. Since then every prompt's do, and this is never set (kept for running batches).
-   */
-  sharedBudget?: boolean;
-  /** Rate budget (docs/rate-budget.md): priority of this batch's gateway calls, 1 (first) to 5 (default 3). */
-  priority?: number;
-  /** Rate budget: this batch's weight in the fair share between batches of the same priority (default 1). */
-  weight?: number;
-  // Unattended to the end (issue 17, patch `unattended`); absent: the defaults below.
+  /** After a submit whose outcome is unknown: `resend` with the same Idempotency-Key, at most `maxUnknownResends` times; `fail`: the row fails with `submit_unknown`. */
+  onUnknownSubmit: UnknownSubmitPolicy;
+  /** Resends after unknown submit outcomes, per row. */
+  maxUnknownResends: number;
+  /** Start-to-close of one submit attempt; the worker keeps its HTTP timeout inside it. */
+  submitTimeoutMs: number;
+  /** Rate budget (docs/rate-budget.md): priority of this batch's gateway calls, 1 (first) to 5. */
+  priority: number;
+  /** Rate budget: this batch's weight in the fair share between batches of the same priority. */
+  weight: number;
   /** Pause submitting after this many submits in a row had an unknown outcome (0: never). */
-  pauseAfterUnknown?: number;
+  pauseAfterUnknown: number;
   /** Pause the batch when submits could not be sent for this long (connection refused, DNS, ...). */
-  unreachablePauseMs?: number;
-  /** Issue 19: what a downloaded video that differs from its request does to the row (default `flag`). */
-  verify?: VerifyMode;
+  unreachablePauseMs: number;
+  /** What a downloaded video that differs from its request does to the row. */
+  verify: VerifyMode;
 }
 
 /** What a prompt does after a submit whose outcome is unknown (it may have created a billed job). */
 export type UnknownSubmitPolicy = 'resend' | 'fail';
 
-/** Spend-safety defaults (issue 10): see BatchOptions. */
-export const DEFAULT_ON_UNKNOWN_SUBMIT: UnknownSubmitPolicy = 'resend';
-export const DEFAULT_MAX_UNKNOWN_RESENDS = 1;
-export const DEFAULT_SUBMIT_TIMEOUT_MS = 180_000;
-/** Issue 17 defaults: the unknown-outcome breaker, and how long a gateway may be unreachable before a pause. */
-export const DEFAULT_PAUSE_AFTER_UNKNOWN = 5;
-export const DEFAULT_UNREACHABLE_PAUSE_MS = 120_000;
 /** While paused as unreachable, each waiting prompt tries its submit again this often (at most a minute). */
-export function unreachableRetryMs(unreachablePauseMs = DEFAULT_UNREACHABLE_PAUSE_MS): number {
+export function unreachableRetryMs(unreachablePauseMs: number): number {
   return Math.min(60_000, unreachablePauseMs);
 }
 
@@ -119,28 +106,29 @@ export function promptSpendOptions(
   | 'maxUnknownResends'
   | 'submitTimeoutMs'
   | 'outDir'
-  | 'sharedBudget'
   | 'priority'
   | 'weight'
   | 'unreachablePauseMs'
   | 'verify'
 > {
   return {
-    ...(options.onUnknownSubmit ? { onUnknownSubmit: options.onUnknownSubmit } : {}),
-    ...(options.maxUnknownResends !== undefined ? { maxUnknownResends: options.maxUnknownResends } : {}),
-    ...(options.submitTimeoutMs !== undefined ? { submitTimeoutMs: options.submitTimeoutMs } : {}),
+    onUnknownSubmit: options.onUnknownSubmit,
+    maxUnknownResends: options.maxUnknownResends,
+    submitTimeoutMs: options.submitTimeoutMs,
     ...(options.outDir ? { outDir: options.outDir } : {}),
-    ...(options.sharedBudget ? { sharedBudget: true } : {}),
-    ...(options.priority !== undefined ? { priority: options.priority } : {}),
-    ...(options.weight !== undefined ? { weight: options.weight } : {}),
-    ...(options.unreachablePauseMs !== undefined ? { unreachablePauseMs: options.unreachablePauseMs } : {}),
-    ...(options.verify ? { verify: options.verify } : {}),
+    priority: options.priority,
+    weight: options.weight,
+    unreachablePauseMs: options.unreachablePauseMs,
+    verify: options.verify,
   };
 }
 
-// A wide window: with jobs taking minutes, keeping a gateway's rate limit busy takes hundreds of jobs in
-// flight. The gateway queue's rate limit (the learner's, docs/rate-budget.md), not the window, decides how fast
-// requests go.
+/**
+ * The one table of batch defaults, applied by the client when it starts a batch (a flag given, else the
+ * batch's stored options, else this); workflows get complete options and apply none. A wide window: with jobs
+ * taking minutes, keeping a gateway's rate limit busy takes hundreds of jobs in flight; the gateway queue's
+ * rate limit (the learner's, docs/rate-budget.md), not the window, decides how fast requests go.
+ */
 export const DEFAULT_BATCH_OPTIONS: BatchOptions = {
   concurrency: 500,
   poll: DEFAULT_POLL_SCHEDULE,
@@ -148,7 +136,22 @@ export const DEFAULT_BATCH_OPTIONS: BatchOptions = {
   activityTimeoutMs: 30_000,
   pageSize: 100,
   promptsPerRun: 400,
+  onUnknownSubmit: 'resend',
+  maxUnknownResends: 1,
+  submitTimeoutMs: 180_000,
+  priority: 3,
+  weight: 1,
+  pauseAfterUnknown: 5,
+  unreachablePauseMs: 120_000,
+  verify: 'flag',
 };
+
+// Single values of the table, for help texts.
+export const DEFAULT_ON_UNKNOWN_SUBMIT = DEFAULT_BATCH_OPTIONS.onUnknownSubmit;
+export const DEFAULT_MAX_UNKNOWN_RESENDS = DEFAULT_BATCH_OPTIONS.maxUnknownResends;
+export const DEFAULT_SUBMIT_TIMEOUT_MS = DEFAULT_BATCH_OPTIONS.submitTimeoutMs;
+export const DEFAULT_PAUSE_AFTER_UNKNOWN = DEFAULT_BATCH_OPTIONS.pauseAfterUnknown;
+export const DEFAULT_UNREACHABLE_PAUSE_MS = DEFAULT_BATCH_OPTIONS.unreachablePauseMs;
 
 export interface BatchInput {
   batchId: string;
@@ -175,17 +178,17 @@ export interface BatchCarry {
   gateUntil: number;
   manifestPath: string;
   runs: number;
-  stoppedReason?: string | null;
+  stoppedReason: string | null;
   /** Rows counted as succeeded because an earlier run of the batch finished them (not submitted again). */
-  skipped?: number;
+  skipped: number;
   /** Rows that had a submit with an unknown outcome (each may have been billed more than once). */
-  unknownSubmitRows?: number;
-  /** What paused the batch (absent: an operator, a refused key, or a changed CSV, as before issue 17). */
-  pauseKind?: PauseKind;
+  unknownSubmitRows: number;
+  /** What paused the batch; null when it is not paused. */
+  pauseKind: PauseKind | null;
   /** Submits in a row with an unknown outcome (the breaker's count). */
-  unknownInARow?: number;
-  /** Issue 17: POSTs over the batch's whole life, as far as it knows (earlier runs' journal lines, reports). */
-  posts?: number;
+  unknownInARow: number;
+  /** POSTs over the batch's whole life, as far as it knows (earlier runs' journal lines, reports). */
+  posts: number;
 }
 
 /**
@@ -223,9 +226,8 @@ export interface PromptResult extends RowFields {
   sha256?: string;
   bytes?: number;
   downloadError?: string;
-  /** Issue 19: the downloaded file checked against the row's duration and resolution (absent: not downloaded). */
+  /** The downloaded file checked against the row's duration and resolution (absent: not downloaded). */
   verification?: Verification;
-  // Spend safety (issue 10, helper A).
   /** Submits of this row whose outcome was unknown: each may have created a billed job (absent: none). */
   unknownSubmits?: number;
   /** Generation of the Idempotency-Key of the job this result reports (see PromptInput.keyGeneration). */
@@ -242,7 +244,7 @@ export interface PriorOutcome {
   errorCode?: string;
   /** The row's latest known job: checked at the gateway before paying again. */
   jobId?: string;
-  /** The key generation of that job (absent in folds from before issue 17: `generation`). */
+  /** The key generation of that job (absent: `generation`). */
   jobGeneration?: number;
   url?: string;
   /** Highest key generation used for the row so far (0 when none is known). */
@@ -255,7 +257,7 @@ export interface PriorOutcome {
   result?: PromptResult;
 }
 
-/** A row as readRows returns it: the row, and what earlier runs know about it (absent in old histories). */
+/** A row as readRows returns it: the row, and what earlier runs know about it (absent: nothing). */
 export type PageRow = PromptRow & { prior?: PriorOutcome };
 
 export function rowFields(row: PromptRow): RowFields {
@@ -313,34 +315,30 @@ export interface PromptInput {
   jobDeadlineMs: number;
   activityTimeoutMs: number;
   downloadDir?: string;
-  // Spend safety (issue 10, helper A); absent in prompts started before it: the defaults apply.
   /** A job an earlier run of this row created: checked at the gateway before paying for another. */
   knownJobId?: string;
   /**
-   * Generation of the Idempotency-Key for a new submit: 0 or absent `vidbatch:<batch>:<row>`, n > 0
+   * Generation of the Idempotency-Key for a new submit: 0 `vidbatch:<batch>:<row>`, n > 0
    * `vidbatch:<batch>:<row>:g<n>`. The batch passes the prior generation + 1 with `knownJobId`, so a job that
    * failed or is gone is never answered again by the same key.
    */
-  keyGeneration?: number;
-  onUnknownSubmit?: UnknownSubmitPolicy;
-  maxUnknownResends?: number;
-  submitTimeoutMs?: number;
+  keyGeneration: number;
+  onUnknownSubmit: UnknownSubmitPolicy;
+  maxUnknownResends: number;
+  submitTimeoutMs: number;
   /** The batch's output folder (the jobs journal goes there); default `<outRoot>/<batchId>`. */
   outDir?: string;
-  /** Rate budget: priority and fairness weight of this prompt's gateway calls (sharedBudget: see BatchOptions). */
-  sharedBudget?: boolean;
-  priority?: number;
-  weight?: number;
-  /** Issue 17: how long submits may fail to be sent before the batch is told the gateway is unreachable. */
-  unreachablePauseMs?: number;
-  /** Issue 17: unknown submit outcomes earlier runs had for this row (they count against the resend bound). */
-  priorUnknownSubmits?: number;
-  /** Issue 17, retry-failed: the original batch's id, so a re-sent row carries the original Idempotency-Key. */
+  /** Rate budget: priority and fairness weight of this prompt's gateway calls. */
+  priority: number;
+  weight: number;
+  /** How long submits may fail to be sent before the batch is told the gateway is unreachable. */
+  unreachablePauseMs: number;
+  /** Unknown submit outcomes earlier runs had for this row (they count against the resend bound). */
+  priorUnknownSubmits: number;
+  /** retry-failed: the original batch's id, so a re-sent row carries the original Idempotency-Key. */
   keyBatchId?: string;
-  /** Issue 19: `strict` ends a row whose downloaded video differs from its request as `video_mismatch`. */
-  verify?: VerifyMode;
-  /** Patch `capacity-gate`: a capacity refusal waits for the batch's slot (its batch gates), not Retry-After. */
-  capacityGate?: boolean;
+  /** `strict` ends a row whose downloaded video differs from its request as `video_mismatch`. */
+  verify: VerifyMode;
 }
 
 /** A verified download of a finished video. */
@@ -384,8 +382,8 @@ export interface BatchProgress {
   rateLimitedUntil: number | null;
   /** Why the batch is paused (auth failure or operator), or null. */
   pausedReason: string | null;
-  /** What kind of pause (absent in batches started before issue 17). */
-  pauseKind?: PauseKind | null;
+  /** What kind of pause. */
+  pauseKind: PauseKind | null;
   /** Prompts blocked on the pause (a call failed with 401/403). */
   blocked: number;
   concurrency: number;
@@ -403,8 +401,8 @@ export interface BatchProgress {
   holdUntil: number | null;
   /** Why the batch holds, e.g. "the gateway asked to wait until 03:10 UTC". */
   holdReason: string | null;
-  /** Patch `capacity-gate`: "capacity gate: 10 jobs running (the gateway's cap), 3 rows waiting for a slot". */
-  capacityGate?: string | null;
+  /** "capacity gate: 10 jobs running (the gateway's cap), 3 rows waiting for a slot", or null. */
+  capacityGate: string | null;
 }
 
 export interface BatchResult {
@@ -418,7 +416,7 @@ export interface BatchResult {
   /** Which guard rail stopped the batch, if one did. */
   stoppedReason?: string;
   /** Rows finished by an earlier run of the batch, counted in `succeeded`, not submitted again. */
-  skipped?: number;
+  skipped: number;
   /** Rows that had a submit with an unknown outcome (may have been billed more than once). */
-  unknownSubmitRows?: number;
+  unknownSubmitRows: number;
 }

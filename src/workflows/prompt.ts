@@ -8,46 +8,25 @@ import {
   condition,
   isCancellation,
   getExternalWorkflowHandle,
-  patched,
   proxyActivities,
   setHandler,
   sleep,
-  TimeoutFailure,
   upsertSearchAttributes,
   workflowInfo,
   type ExternalWorkflowHandle,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import {
-  gatewayActivityOptions,
-  PATCH_FIRST_CHECK_TIMER,
-  PATCH_BUDGET_DEFAULT,
-  PATCH_GATEWAY_QUEUE,
-  PATCH_SPARE_CHECKS,
-} from '../contract/rate-budget';
+import { gatewayActivityOptions } from '../contract/rate-budget';
 import { spareChecksApply, waitWithSpareChecks } from './first-check';
-import {
-  DEFAULT_RETRY_AFTER_MS,
-  FailureType,
-  PATCH_SPEND_SAFETY,
-  PATCH_UNATTENDED,
-  PATCH_VERIFY_STRICT,
-  RETRY_POLICIES,
-  SUBMIT_HEARTBEAT_TIMEOUT_MS,
-} from '../contract/failures';
+import { FailureType, RETRY_POLICIES, SUBMIT_HEARTBEAT_TIMEOUT_MS } from '../contract/failures';
 import {
   promptBlockedSignal,
-  promptRateLimitedSignal,
   promptSubmitOutcomeSignal,
   unblockSignal,
   type PromptSubmitOutcome,
 } from '../contract/messages';
 import { StateAttr } from '../contract/search-attributes';
 import {
-  DEFAULT_MAX_UNKNOWN_RESENDS,
-  DEFAULT_ON_UNKNOWN_SUBMIT,
-  DEFAULT_SUBMIT_TIMEOUT_MS,
-  DEFAULT_UNREACHABLE_PAUSE_MS,
   NO_VIDEO_URL_CODE,
   rowFields,
   type PollOutcome,
@@ -69,23 +48,7 @@ function failureCode(failure: ApplicationFailure | undefined, fallback: string):
 }
 
 export async function promptWorkflow(input: PromptInput): Promise<PromptResult> {
-  const prompt = new PromptRun(input);
-  if (patched(PATCH_SPEND_SAFETY)) {
-    // Gateway calls on the rate-limited gateway queue, fair between batches (docs/rate-budget.md): every
-    // prompt since `budget-default`; before it, only those of batches run with the old `--shared-budget`.
-    if (patched(PATCH_GATEWAY_QUEUE) && (patched(PATCH_BUDGET_DEFAULT) || input.sharedBudget))
-      prompt.gateway = gatewayActivityOptions({
-        taskQueue: workflowInfo().taskQueue,
-        batchId: input.batchId,
-        priority: input.priority,
-        weight: input.weight,
-      });
-    return spendSafePrompt(prompt);
-  }
-  const submit = await submitOnce(prompt);
-  if ('failed' in submit) return submit.failed;
-  upsertSearchAttributes([{ key: StateAttr, value: 'running' }]);
-  return pollUntilDone(prompt, submit.submitted, submit.rateLimits);
+  return spendSafePrompt(new PromptRun(input));
 }
 
 /** What both phases of a prompt share: its batch, the pause it may wait on, and how it ends. */
@@ -94,14 +57,10 @@ class PromptRun {
   readonly batch: ExternalWorkflowHandle | undefined;
   /** Time spent waiting for `unblock`; it does not count against the job's deadline. */
   pausedMs = 0;
-  /** Task queue, fairness and priority of the gateway calls (empty: the workflow's own queue). */
-  gateway: Partial<ReturnType<typeof gatewayActivityOptions>> = {};
+  /** Gateway calls go to the rate-limited gateway queue, fair between batches (docs/rate-budget.md). */
+  readonly gateway: ReturnType<typeof gatewayActivityOptions>;
   /** When this prompt last went on after a refused key (or started): lifts a worker's local key refusal. */
   unblockedAt = Date.now();
-  /** Patch `unattended` (issue 17): submit outcomes are reported to the batch (breaker, unreachable pause). */
-  unattended = false;
-  /** Patch `capacity-gate` (issue 18, set by the batch in the input): a capacity refusal waits for a slot. */
-  capacityGate = false;
   private unblocked = false;
   private readonly base: RowFields;
 
@@ -110,6 +69,12 @@ class PromptRun {
     this.batch = parent ? getExternalWorkflowHandle(parent.workflowId) : undefined;
     setHandler(unblockSignal, () => void (this.unblocked = true));
     this.base = rowFields(input.row);
+    this.gateway = gatewayActivityOptions({
+      taskQueue: workflowInfo().taskQueue,
+      batchId: input.batchId,
+      priority: input.priority,
+      weight: input.weight,
+    });
   }
 
   finish(rest: Omit<PromptResult, keyof RowFields | 'finishedAt'>): PromptResult {
@@ -130,11 +95,11 @@ class PromptRun {
   }
 
   /**
-   * Tells the batch what became of a submit (patch `unattended`). With `wait`, then waits for the batch's go
+   * Tells the batch what became of a submit (breaker, unreachable pause). With `wait`, then waits for the batch's go
    * (`unblock`): at once unless the batch paused, or after `timeoutMs` at most. Throws when cancelled.
    */
   async report(outcome: Omit<PromptSubmitOutcome, 'rowId'>, wait = false, timeoutMs?: number): Promise<void> {
-    if (!this.unattended || !this.batch) return;
+    if (!this.batch) return;
     const since = Date.now();
     this.unblocked = false;
     try {
@@ -152,7 +117,7 @@ class PromptRun {
   }
 
   /**
-   * A submit refused with 429 (patch `capacity-gate`): tells the batch and waits for its go. Under a running-
+   * A submit refused with 429: tells the batch and waits for its go. Under a running-
    * jobs cap that comes when one of the batch's jobs finishes or a Retry-After has passed; under a rate limit,
    * after the Retry-After. At most the longer of twice the Retry-After and CAPACITY_WAIT_MAX_MS (then it tries
    * again, keeping its place). Without a batch to ask, sleeps the Retry-After. Throws when cancelled.
@@ -178,137 +143,6 @@ class PromptRun {
 
 /** The longest a prompt waits for its batch's submission slot before it tries again (a bound, not a pace). */
 const CAPACITY_WAIT_MAX_MS = 5 * 60_000;
-
-/**
- * Submits the row's job: transient errors are retried by Temporal with the same Idempotency-Key; a 429 tells
- * the batch and sleeps durably for Retry-After; a 401/403 waits for the batch to resume; anything else ends
- * the row as failed.
- */
-async function submitOnce(
-  prompt: PromptRun,
-): Promise<{ submitted: SubmitResult; rateLimits: number } | { failed: PromptResult }> {
-  const { row, batchId } = prompt.input;
-  const { submitJob } = proxyActivities<Activities>({
-    startToCloseTimeout: prompt.input.activityTimeoutMs,
-    retry: RETRY_POLICIES.submitJob,
-  });
-  let rateLimits = 0;
-  for (;;) {
-    try {
-      const submitted = await submitJob.executeWithOptions({ summary: `submit row ${row.id}` }, [
-        { batchId, row },
-      ]);
-      return { submitted, rateLimits };
-    } catch (err) {
-      if (isCancellation(err)) {
-        return {
-          failed: prompt.finish({
-            status: 'failed',
-            attempts: 1 + rateLimits,
-            polls: 0,
-            errorCode: 'cancelled',
-            errorMessage: 'the batch was cancelled before this row was submitted',
-          }),
-        };
-      }
-      const failure = applicationFailure(err);
-      if (failure?.type === FailureType.RateLimited) {
-        const { retryAfterMs } = (failure.details?.[0] ?? { retryAfterMs: DEFAULT_RETRY_AFTER_MS }) as {
-          retryAfterMs: number;
-        };
-        if (prompt.batch)
-          await prompt.batch.signal(promptRateLimitedSignal, {
-            rowId: row.id,
-            untilMs: Date.now() + retryAfterMs,
-          });
-        rateLimits += 1;
-        await sleep(retryAfterMs, {
-          summary: `429: waiting ${Math.ceil(retryAfterMs / 1000)} s as Retry-After asked`,
-        });
-      } else if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
-        await prompt.waitForUnblock(failure);
-      } else {
-        return {
-          failed: prompt.finish({
-            status: 'failed',
-            attempts: 1 + rateLimits,
-            polls: 0,
-            errorCode: failureCode(failure, 'submit_failed'),
-            errorMessage: failure?.message ?? String(err),
-          }),
-        };
-      }
-    }
-  }
-}
-
-/**
- * Polls the submitted job until it is terminal (downloading it with --download) or its deadline passes;
- * 401/403 wait for the batch to resume, and the time paused does not count against the deadline.
- */
-async function pollUntilDone(
-  prompt: PromptRun,
-  submitted: SubmitResult,
-  rateLimits: number,
-): Promise<PromptResult> {
-  const { input } = prompt;
-  const { poll } = input;
-  const common = {
-    jobId: submitted.jobId,
-    attempts: submitted.attempts + rateLimits,
-    submittedAt: new Date(submitted.submittedAt).toISOString(),
-  };
-
-  const deadlinePassed = () =>
-    prompt.finish({
-      ...common,
-      status: 'failed',
-      polls: 0,
-      errorCode: 'deadline_exceeded',
-      errorMessage: `job ${submitted.jobId} did not finish within ${Math.round(input.jobDeadlineMs / 1000)} s`,
-    });
-
-  for (;;) {
-    const remaining = submitted.submittedAt + input.jobDeadlineMs + prompt.pausedMs - Date.now();
-    if (remaining <= 0) return deadlinePassed();
-    const { pollJob } = proxyActivities<Activities>({
-      startToCloseTimeout: input.activityTimeoutMs,
-      scheduleToCloseTimeout: remaining,
-      retry: RETRY_POLICIES.pollJob(poll.intervalMs),
-    });
-    let outcome: PollOutcome;
-    try {
-      outcome = await pollJob.executeWithOptions({ summary: `poll job ${submitted.jobId}` }, [
-        { jobId: submitted.jobId, submittedAt: submitted.submittedAt, poll },
-      ]);
-    } catch (err) {
-      if (isCancellation(err)) {
-        return prompt.finish({
-          ...common,
-          status: 'failed',
-          polls: 0,
-          errorCode: 'cancelled',
-          errorMessage: `the batch was cancelled; job ${submitted.jobId} was submitted and may still finish at the gateway`,
-        });
-      }
-      // The deadline (schedule-to-close) can pass during an attempt (TimeoutFailure) or while waiting for the
-      // next one (retry state TIMEOUT, with the last attempt's failure as cause).
-      if (
-        err instanceof ActivityFailure &&
-        (err.cause instanceof TimeoutFailure || err.retryState === 'TIMEOUT')
-      ) {
-        return deadlinePassed();
-      }
-      const failure = applicationFailure(err);
-      if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
-        await prompt.waitForUnblock(failure);
-        continue;
-      }
-      return pollFailed(prompt, common, failure, err);
-    }
-    return pollFinished(prompt, common, outcome);
-  }
-}
 
 /** What a submitted row's result carries whatever the poll's outcome: its job, its submit attempts. */
 type PollCommon = Pick<PromptResult, 'attempts'> & Partial<PromptResult>;
@@ -352,10 +186,10 @@ async function download(input: PromptInput, url: string): Promise<Partial<Prompt
     const got = await downloadVideo.executeWithOptions({ summary: `download ${input.row.id}.mp4` }, [
       { url, dir: input.downloadDir!, name: `${input.row.id}.mp4`, parameters: input.row.parameters },
     ]);
-    // Issue 19: with --verify strict a video that differs from its request ends the row failed, its job id,
+    // With --verify strict a video that differs from its request ends the row failed, its job id,
     // URL and file kept; nothing is submitted again unless `retry-failed --code video_mismatch` asks.
     const { verification } = got;
-    if (input.verify === 'strict' && verification && !verification.ok && patched(PATCH_VERIFY_STRICT)) {
+    if (input.verify === 'strict' && verification && !verification.ok) {
       return {
         ...got,
         status: 'failed',
@@ -371,7 +205,7 @@ async function download(input: PromptInput, url: string): Promise<Partial<Prompt
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Spend safety (issue 10), for prompts started with the `spend-safety` patch. What changes:
+// Spend safety:
 // - a known job (from an earlier run) is checked before paying for another;
 // - a submit whose outcome is unknown is resent with the same key at most `maxUnknownResends` times, or the
 //   row fails with `submit_unknown`; every unknown outcome is counted on the row (`unknownSubmits`);
@@ -420,13 +254,10 @@ function spendFields(spend: SpendState): Pick<PromptResult, 'unknownSubmits' | '
 
 async function spendSafePrompt(prompt: PromptRun): Promise<PromptResult> {
   const { input } = prompt;
-  prompt.unattended = patched(PATCH_UNATTENDED);
-  // Only batches with the capacity-gate patch set it: prompts of older batches never see it.
-  prompt.capacityGate = prompt.unattended && input.capacityGate === true;
   // Unknown outcomes of earlier runs count too: "at most 1 + N jobs" holds for the row's whole life.
   const spend: SpendState = {
-    generation: input.keyGeneration ?? 0,
-    unknownSubmits: prompt.unattended ? (input.priorUnknownSubmits ?? 0) : 0,
+    generation: input.keyGeneration,
+    unknownSubmits: input.priorUnknownSubmits,
     rateLimits: 0,
   };
   if (input.knownJobId) {
@@ -519,12 +350,11 @@ async function submitSpendSafe(
   spend: SpendState,
 ): Promise<{ submitted: SubmitResult } | { failed: PromptResult }> {
   const { row, batchId } = prompt.input;
-  const policy = prompt.input.onUnknownSubmit ?? DEFAULT_ON_UNKNOWN_SUBMIT;
-  const maxResends = prompt.input.maxUnknownResends ?? DEFAULT_MAX_UNKNOWN_RESENDS;
+  const policy = prompt.input.onUnknownSubmit;
+  const maxResends = prompt.input.maxUnknownResends;
   const { submitJob } = proxyActivities<Activities>({
     ...prompt.gateway,
-    startToCloseTimeout: prompt.input.submitTimeoutMs ?? DEFAULT_SUBMIT_TIMEOUT_MS,
-    // Not a command attribute replay compares: running workflows get it on their next submit.
+    startToCloseTimeout: prompt.input.submitTimeoutMs,
     heartbeatTimeout: SUBMIT_HEARTBEAT_TIMEOUT_MS,
     retry: RETRY_POLICIES.submitJob,
   });
@@ -546,10 +376,8 @@ async function submitSpendSafe(
             ...(prompt.input.outDir ? { outDir: prompt.input.outDir } : {}),
             unblockedAt: prompt.unblockedAt,
             ...(prompt.input.keyBatchId ? { keyBatchId: prompt.input.keyBatchId } : {}),
-            ...(prompt.unattended && spend.unknownSubmits > 0 ? { afterUnknown: true } : {}),
-            ...(prompt.unattended
-              ? { unreachableAfterMs: prompt.input.unreachablePauseMs ?? DEFAULT_UNREACHABLE_PAUSE_MS }
-              : {}),
+            ...(spend.unknownSubmits > 0 ? { afterUnknown: true } : {}),
+            unreachableAfterMs: prompt.input.unreachablePauseMs,
           },
         ]);
       } catch (err) {
@@ -608,24 +436,12 @@ async function submitSpendSafe(
         continue;
       }
       if (failure?.type === FailureType.RateLimited) {
-        const { retryAfterMs } = (failure.details?.[0] ?? { retryAfterMs: DEFAULT_RETRY_AFTER_MS }) as {
-          retryAfterMs: number;
-        };
+        const { retryAfterMs } = failure.details?.[0] as { retryAfterMs: number };
         spend.rateLimits += 1;
-        if (prompt.capacityGate) {
-          // The batch tells a running-jobs cap (docs/rate-budget.md) from a rate limit: under a cap the row
-          // waits for the batch's slot, not to wake with every other refused row; else until Retry-After.
-          await prompt.waitForSlot(retryAfterMs);
-          continue;
-        }
-        if (prompt.batch)
-          await prompt.batch.signal(promptRateLimitedSignal, {
-            rowId: row.id,
-            untilMs: Date.now() + retryAfterMs,
-          });
-        await sleep(retryAfterMs, {
-          summary: `429: waiting until ${new Date(Date.now() + retryAfterMs).toISOString()} as Retry-After asked`,
-        });
+        // The batch tells a running-jobs cap (docs/rate-budget.md) from a rate limit: under a cap the row
+        // waits for the batch's slot, not to wake with every other refused row; else until Retry-After.
+        await prompt.waitForSlot(retryAfterMs);
+        continue;
       } else if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
         await prompt.waitForUnblock(failure);
       } else {
@@ -685,8 +501,8 @@ async function pollSpendSafe(
   // is a timer here rather than a pollJob attempt that sends nothing (docs/rate-budget.md); with spare
   // budget, checks go earlier (first-check.ts).
   let checkNow = false;
-  if (fresh && prompt.gateway.taskQueue !== undefined && patched(PATCH_FIRST_CHECK_TIMER)) {
-    const adaptive = input.poll.adaptive !== false;
+  if (fresh) {
+    const adaptive = input.poll.adaptive;
     const learned = adaptive ? submitted.firstCheckAgeMs : undefined;
     const dueAt = Math.min(submitted.submittedAt + (learned ?? input.poll.firstPollMs), deadlineAt() + 100);
     const spareAge = adaptive ? submitted.spareCheckAgeMs : undefined;
@@ -705,7 +521,7 @@ async function pollSpendSafe(
       intervalMs: input.poll.intervalMs,
     };
     try {
-      if (spareChecksApply(wait) && patched(PATCH_SPARE_CHECKS)) {
+      if (spareChecksApply(wait)) {
         const early = await waitWithSpareChecks(wait);
         if (early) return pollFinished(prompt, common, early);
       } else if (dueAt > Date.now())

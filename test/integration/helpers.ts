@@ -29,6 +29,7 @@ export const FAST_POLL: PollSchedule = {
   backoff: 1.2,
   capMs: 1000,
   jitter: 0.1,
+  adaptive: true,
 };
 
 export interface TestEnv {
