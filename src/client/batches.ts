@@ -4,7 +4,12 @@ import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import {
+  WorkflowExecutionAlreadyStartedError,
+  type Client,
+  type WorkflowExecutionDescription,
+  type WorkflowHandle,
+} from '@temporalio/client';
 import { progressQuery } from '../contract/messages';
 import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
 import {
@@ -14,6 +19,7 @@ import {
   type BatchProgress,
   type BatchResult,
 } from '../contract/types';
+import { OtherVersionBatchError } from '../errors';
 import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
 import { failedRowsCsv, retryCsvPath } from '../results/export';
 import { findManifest } from './batch-status';
@@ -32,6 +38,15 @@ export async function resolveBatchId(ref: string): Promise<string> {
   if (BATCH_ID.test(ref)) return ref;
   if (existsSync(ref)) return batchIdFor(await loadCsv(ref));
   throw new Error(`"${ref}" is neither a batch id (batch-<16 hex>) nor a CSV file`);
+}
+
+/**
+ * Throws OtherVersionBatchError when the batch is open on another task queue than `taskQueue` (this version's):
+ * a 0.x batch, which this version's workers never pick up and must not attach to or start again.
+ */
+export function checkSameVersion(description: WorkflowExecutionDescription, taskQueue: string): void {
+  if (description.status.name === 'RUNNING' && description.taskQueue !== taskQueue)
+    throw new OtherVersionBatchError(description.workflowId, description.taskQueue, taskQueue);
 }
 
 export function batchHandle(client: Client, batchId: string): WorkflowHandle<typeof batchWorkflow> {
@@ -98,6 +113,7 @@ export async function startBatch(
     .getHandle(batchId)
     .describe()
     .catch(() => undefined);
+  if (previous) checkSameVersion(previous, session.taskQueue);
   // Failed, cancelled or terminated batches may be started again (the new run continues from what the earlier
   // ones recorded: rows that succeeded are not submitted, known jobs are checked); running or completed ones
   // are attached to.

@@ -1,7 +1,11 @@
 // The data that crosses Temporal: workflow inputs and results, activity inputs and outputs, progress, and
 // their defaults. Imported by workflow code, so it must stay free of Node built-ins and I/O.
 
-export const DEFAULT_TASK_QUEUE = 'vidbatch';
+/**
+ * Versioned by major version: a batch of another version (0.x ran on `vidbatch`) is never picked up by this
+ * version's workers, and `run`/`status` tell it apart by its task queue (client/batches.ts checkSameVersion).
+ */
+export const DEFAULT_TASK_QUEUE = 'vidbatch-1';
 
 export const DEFAULT_MODEL = 'modelfamily-1.0-r2v';
 
