@@ -45,7 +45,8 @@ import {
   type PromptRow,
 } from '../contract/types';
 import { BatchState } from './batch-state';
-import { promptWorkflow, SUBMIT_UNKNOWN_CODE } from './prompt';
+import { promptWorkflow } from './prompt';
+import { SUBMIT_UNKNOWN_CODE } from './prompt-state';
 import { progressMarkdown } from './progress-details';
 import { ResultRecorder } from './result-recorder';
 
