@@ -238,6 +238,8 @@ export interface PromptResult extends RowFields {
   generation?: number;
   /** The job id could not be written to the jobs journal when it came (why). */
   journalError?: string;
+  /** The gateway's request id (`x-request-id`) of the last answer about this row, for the provider's support. */
+  requestId?: string;
 }
 
 /** What earlier runs know about a row: its final state in the manifest and its jobs in the jobs journal. */
@@ -289,6 +291,8 @@ export interface SubmitResult {
   spareCheckAgeMs?: number;
   /** The job id could not be written to the jobs journal (why): a terminate before the row ends may lose it. */
   journalError?: string;
+  /** The gateway's request id (`x-request-id`) of the answer that made the job, when it gave one. */
+  requestId?: string;
 }
 
 /** One status check of a job known from an earlier run (checkJob). */
@@ -310,6 +314,8 @@ export interface PollOutcome {
   errorCode?: string;
   errorMessage?: string;
   polls: number;
+  /** The gateway's request id (`x-request-id`) of the status check that found the job terminal, if given. */
+  requestId?: string;
 }
 
 export interface PromptInput {

@@ -78,6 +78,8 @@ export class PromptState {
   unblockedAt: number;
   /** The job this row has, once known. */
   jobId: string | undefined;
+  /** The gateway's request id (`x-request-id`) of the last answer that said something about this row. */
+  private requestId: string | undefined;
   private submitted: SubmitResult | undefined;
   private readonly base: RowFields;
 
@@ -130,12 +132,14 @@ export class PromptState {
 
   /** A known job's check failed: wait for a working key, or the row fails with the job id kept. */
   checkFailed(error: ActivityError | undefined): 'blocked' | 'failed' {
+    this.noteRequestId(error?.details?.requestId);
     return isKeyRefusal(error) ? 'blocked' : 'failed';
   }
 
   /** A submit brought a job id. */
   sent(submitted: SubmitResult): SubmitResult {
     this.jobId = submitted.jobId;
+    this.noteRequestId(submitted.requestId);
     this.submitted = {
       ...submitted,
       attempts: submitted.attempts + this.rateLimits + this.unknownSubmits,
@@ -145,6 +149,7 @@ export class PromptState {
 
   /** A submit brought no job id: what it means next (the counters move here). */
   submitFailed(error: ActivityError | undefined): SubmitStep {
+    this.noteRequestId(error?.details?.requestId);
     switch (error?.type) {
       case FailureType.SubmitUnknown:
         this.unknownSubmits += 1;
@@ -259,6 +264,7 @@ export class PromptState {
 
   /** A poll failed: wait for a working key, or the row fails with its code. */
   pollFailed(error: ActivityError | undefined): 'blocked' | 'failed' {
+    this.noteRequestId(error?.details?.requestId);
     return isKeyRefusal(error) ? 'blocked' : 'failed';
   }
 
@@ -276,6 +282,7 @@ export class PromptState {
 
   /** The job ended (a poll, or a known job's check, said so). */
   finished(outcome: PollOutcome): ResultFields {
+    this.noteRequestId(outcome.requestId);
     return { ...this.jobFields(), ...outcome, ...this.counters() };
   }
 
@@ -335,11 +342,16 @@ export class PromptState {
     };
   }
 
-  /** The counters every result carries. */
-  private counters(): Pick<PromptResult, 'unknownSubmits' | 'generation'> {
+  /** The counters every result carries, and the last request id the gateway gave. */
+  private counters(): Pick<PromptResult, 'unknownSubmits' | 'generation' | 'requestId'> {
     return {
       ...(this.unknownSubmits > 0 ? { unknownSubmits: this.unknownSubmits } : {}),
       generation: this.generation,
+      ...(this.requestId ? { requestId: this.requestId } : {}),
     };
+  }
+
+  private noteRequestId(requestId: string | undefined): void {
+    if (requestId) this.requestId = requestId;
   }
 }

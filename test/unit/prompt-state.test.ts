@@ -249,4 +249,26 @@ describe('PromptState', () => {
       finishedAt: 'T',
     });
   });
+
+  it("keeps the gateway's request id of the last answer about the row, from failure details or results", () => {
+    const refused = prompt();
+    const error = {
+      type: FailureType.InvalidRequest,
+      message: 'bad',
+      details: { code: 'x', requestId: 'req-9' },
+    };
+    refused.submitFailed(error);
+    expect(refused.submitRefused(error, 'x').requestId).toBe('req-9');
+
+    const polled = prompt();
+    polled.sent({ ...submitted, requestId: 'req-1' });
+    expect(polled.cancelled('polling').requestId).toBe('req-1');
+    expect(polled.finished({ status: 'succeeded', url: 'u', polls: 1, requestId: 'req-2' }).requestId).toBe(
+      'req-2',
+    );
+    polled.pollFailed({ type: 'X', message: 'gone', details: { requestId: 'req-3' } });
+    expect(polled.pollRefused(undefined, 'x').requestId).toBe('req-3');
+
+    expect(prompt().cancelled('waiting to submit')).not.toHaveProperty('requestId');
+  });
 });
