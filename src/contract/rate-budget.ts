@@ -84,7 +84,7 @@ export interface RateReport {
   rateLimited: { submit: number; status: number };
   /** The longest Retry-After among those 429s (ms). */
   retryAfterMs: number;
-  /** Dispatches by fairness key (the batch id, see fairnessKey); absent from workers before shares. */
+  /** Dispatches by fairness key (the batch id, see fairnessKey); absent when none carried one. */
   byBatch?: Record<string, number>;
 }
 
@@ -143,9 +143,9 @@ export interface RateBudgetSnapshot {
   dispatchRate: number;
   reports: number;
   rateLimited: number;
-  /** Each batch's share of the gateway calls over the last 30 s; absent from learners before shares. */
+  /** Each batch's share of the gateway calls over the last 30 s. */
   batches?: BatchShare[];
-  /** Why the limit is what it is (the reason written with it on the server); absent from older learners. */
+  /** Why the limit is what it is (the reason written with it on the server). */
   why?: string;
 }
 
