@@ -10,7 +10,8 @@ import {
   rateBudgetWorkflowId,
   type BatchShare,
 } from '../contract/rate-budget';
-import type { BatchProgress, BatchResult } from '../contract/types';
+import type { BatchResult } from '../contract/batch';
+import type { BatchProgress } from '../contract/progress';
 import { computeLedger, type Ledger } from '../results/ledger';
 import { manifestPath as manifestIn, summarizeManifest, type ManifestSummary } from '../results/manifest';
 import type { Prices } from '../results/prices';

@@ -12,13 +12,9 @@ import {
 } from '@temporalio/client';
 import { progressQuery } from '../contract/messages';
 import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
-import {
-  DEFAULT_BATCH_OPTIONS,
-  type BatchInput,
-  type BatchOptions,
-  type BatchProgress,
-  type BatchResult,
-} from '../contract/types';
+import type { BatchInput, BatchResult } from '../contract/batch';
+import { DEFAULT_BATCH_OPTIONS, type BatchOptions } from '../contract/batch-options';
+import type { BatchProgress } from '../contract/progress';
 import { OtherVersionBatchError } from '../errors';
 import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
 import { failedRowsCsv, retryCsvPath } from '../results/export';

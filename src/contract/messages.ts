@@ -1,7 +1,7 @@
 // Signals, queries and updates between the CLI, the batch and its prompts. Imported by workflow code: no
 // Node built-ins.
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { BatchProgress } from './types';
+import type { BatchProgress } from './progress';
 
 /** Reasons a prompt can report to its batch. */
 export interface PromptBlocked {

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { request } from 'undici';
 import { DownloadError } from '../errors';
-import type { DownloadedVideo, Verification } from '../contract/types';
+import type { DownloadedVideo, Verification } from '../contract/jobs';
 import { readManifest } from './manifest';
 import { askedOf, verifyVideo } from './verify-video';
 

@@ -5,17 +5,11 @@
 import { CAPACITY_RETRY_AFTER_MS } from '../contract/failures';
 import type { PromptSubmitOutcome } from '../contract/messages';
 import { CapacityGate } from './capacity-gate';
-import {
-  type BatchCarry,
-  type BatchCounts,
-  type BatchInput,
-  type BatchProgress,
-  type BatchResult,
-  type PauseKind,
-  type PriorOutcome,
-  type PromptResult,
-  unreachableRetryMs,
-} from '../contract/types';
+import type { BatchCarry, BatchCounts, BatchInput, BatchResult, PauseKind } from '../contract/batch';
+import { unreachableRetryMs } from '../contract/batch-options';
+import type { BatchProgress } from '../contract/progress';
+import type { PromptResult } from '../contract/prompt';
+import type { PriorOutcome } from '../contract/rows';
 
 /** What a state change asks the workflow to do, synchronously and in this order. */
 export interface BatchEffects {

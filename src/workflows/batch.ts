@@ -32,18 +32,9 @@ import {
   unblockSignal,
 } from '../contract/messages';
 import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
-import {
-  MAX_PAGE_BYTES,
-  MAX_RESULT_GROUP_BYTES,
-  promptSpendOptions,
-  rowFields,
-  type BatchInput,
-  type BatchResult,
-  type PageRow,
-  type PriorOutcome,
-  type PromptResult,
-  type PromptRow,
-} from '../contract/types';
+import { MAX_RESULT_GROUP_BYTES, type BatchInput, type BatchResult } from '../contract/batch';
+import { promptSpendOptions, type PromptResult } from '../contract/prompt';
+import { MAX_PAGE_BYTES, rowFields, type PageRow, type PriorOutcome, type PromptRow } from '../contract/rows';
 import { BatchState } from './batch-state';
 import { promptWorkflow } from './prompt';
 import { SUBMIT_UNKNOWN_CODE } from './prompt-state';

@@ -9,7 +9,7 @@ import type { Activities } from '../activities';
 import type { PollInput } from '../activities/jobs';
 import { RETRY_POLICIES } from '../contract/failures';
 import { SPARE_PRIORITY, type gatewayActivityOptions } from '../contract/rate-budget';
-import type { PollOutcome } from '../contract/types';
+import type { PollOutcome } from '../contract/jobs';
 
 export interface FirstCheckWait {
   /** The prompt's gateway activity options (queue, fairness key, priority). */

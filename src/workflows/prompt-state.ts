@@ -8,20 +8,15 @@
 // - rows cancelled while waiting end as `cancelled`, with their job id when one is known;
 // - the deadline is decided by the poll activity from a real status check, never by a timeout of waiting.
 import { FailureType } from '../contract/failures';
+import { unreachableRetryMs } from '../contract/batch-options';
+import type { DownloadedVideo, JobCheck, PollOutcome, SubmitResult, Verification } from '../contract/jobs';
 import {
   NO_VIDEO_URL_CODE,
-  rowFields,
   VIDEO_MISMATCH_CODE,
-  type DownloadedVideo,
-  type JobCheck,
-  type PollOutcome,
   type PromptInput,
   type PromptResult,
-  type RowFields,
-  type SubmitResult,
-  type Verification,
-  unreachableRetryMs,
-} from '../contract/types';
+} from '../contract/prompt';
+import { rowFields, type RowFields } from '../contract/rows';
 
 /** Code of a row whose submit outcome stayed unknown (it may be billed); `retry-failed --code` re-sends it. */
 export const SUBMIT_UNKNOWN_CODE = 'submit_unknown';

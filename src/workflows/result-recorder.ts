@@ -5,7 +5,7 @@
 // (the batch pauses) and waits for `retry()`; without it, a group that fails is put back in front and goes
 // with the next. With `maxGroupBytes` a group is also cut by its JSON size, so big rows never make a payload
 // near Temporal's limit.
-import type { PromptResult } from '../contract/types';
+import type { PromptResult } from '../contract/prompt';
 
 const RESULT_GROUP = 25;
 const RESULT_GROUP_MS = 10_000;

@@ -13,7 +13,7 @@ import {
   rateBudgetQuery,
   rateBudgetWorkflowId,
 } from '../../src/contract/rate-budget';
-import { DEFAULT_MODEL, type PromptRow } from '../../src/contract/types';
+import { DEFAULT_MODEL, type PromptRow } from '../../src/contract/rows';
 import { startSimulator, type Simulator } from '../../src/simulator/server';
 import type { gatewayCalls } from '../fixtures/gateway-calls-workflow';
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_BATCH_OPTIONS, type BatchOptions, type PromptResult } from '../../src/contract/types';
+import { DEFAULT_BATCH_OPTIONS, type BatchOptions } from '../../src/contract/batch-options';
+import type { PromptResult } from '../../src/contract/prompt';
 import { BatchState } from '../../src/workflows/batch-state';
 import { promptResult } from '../fixtures/prompt-result';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_BATCH_OPTIONS } from '../../src/contract/types';
+import { DEFAULT_BATCH_OPTIONS } from '../../src/contract/batch-options';
 import { BatchState } from '../../src/workflows/batch-state';
 import { CAPACITY_RAMP } from '../../src/workflows/capacity-gate';
 import { promptResult } from '../fixtures/prompt-result';

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { FailureType } from '../../src/contract/failures';
+import { DEFAULT_BATCH_OPTIONS } from '../../src/contract/batch-options';
 import {
-  DEFAULT_BATCH_OPTIONS,
   NO_VIDEO_URL_CODE,
   promptSpendOptions,
   VIDEO_MISMATCH_CODE,
   type PromptInput,
-} from '../../src/contract/types';
+} from '../../src/contract/prompt';
 import { CAPACITY_WAIT_MAX_MS, PromptState, SUBMIT_UNKNOWN_CODE } from '../../src/workflows/prompt-state';
 
 const row = { id: 'r1', line: 2, prompt: 'a fox', model: 'm', input: { prompt: 'a fox' }, parameters: {} };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { PromptResult } from '../../src/contract/types';
+import type { PromptResult } from '../../src/contract/prompt';
 import { ResultRecorder, takeGroup, utf8Length } from '../../src/workflows/result-recorder';
 import { promptResult } from '../fixtures/prompt-result';
 
