@@ -1,3 +1,4 @@
+// Over 400 lines: one state machine whose rules share its fields (window, gate, pause, guard rails, carry).
 // The state of a batch run and the rules that change it: the window of prompts in flight, the 429 gate, pause
 // and resume, the guard rails, and what is carried across continue-as-new. Plain methods and no Temporal
 // calls: the workflow (batch.ts) turns the effects into commands, in the order this class asks for them, and
