@@ -21,7 +21,7 @@ import type { PollOutcome } from '../contract/jobs';
 import type { PromptInput, PromptResult } from '../contract/prompt';
 import { BatchLink } from './batch-link';
 import { spareChecksApply, waitWithSpareChecks } from './first-check';
-import { PromptState, type ActivityError, type ResultFields } from './prompt-state';
+import { PromptState, type ActivityError, type KnownJobStep, type ResultFields } from './prompt-state';
 
 /** An activity's failure as PromptState reads it (its ApplicationFailure's type, message and first detail). */
 function activityError(err: unknown): ActivityError | undefined {
@@ -38,7 +38,7 @@ function finish(state: PromptState, fields: ResultFields): PromptResult {
   return state.result(fields, new Date().toISOString());
 }
 
-/** Thrown out of a wait when the prompt was cancelled; the caller ends the row as cancelled. */
+/** Runs a wait; a cancellation meanwhile ends the row as cancelled while `waiting` (the caller returns it). */
 async function orCancelled<T>(state: PromptState, waiting: string, wait: () => Promise<T>) {
   try {
     return { value: await wait() };
@@ -90,7 +90,7 @@ class PromptRun {
       retry: RETRY_POLICIES.checkJob,
     });
     for (;;) {
-      let step;
+      let step: KnownJobStep;
       try {
         const check = await checkJob.executeWithOptions({ summary: `check known job ${jobId}` }, [
           { jobId, unblockedAt: state.unblockedAt },
