@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { Command, Option } from 'commander';
-import type { PromptResult } from '../src/contract/types';
+import type { PromptResult } from '../src/contract/prompt';
 import { startSimulator } from '../src/simulator/server';
 import { startBatch } from '../src/client/batches';
 import type { Session } from '../src/client/session';

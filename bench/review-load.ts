@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium } from 'playwright-core';
-import type { PromptResult } from '../src/contract/types';
+import type { PromptResult } from '../src/contract/prompt';
 import { parseCsv } from '../src/input/csv';
 import { csvCells } from '../src/review/csv-cells';
 import { buildReviewData } from '../src/review/data';

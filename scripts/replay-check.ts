@@ -1,7 +1,9 @@
 // Before rolling out new workflow code while batches run: replays the histories of the open batch and prompt
-// workflows on the Temporal server (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY...) against the
-// workflow code of this checkout. A history that does not replay would fail with a nondeterminism error on the
-// new workers: fix the change with patched() before deploying.
+// workflows of this version's task queue (VIDBATCH_TASK_QUEUE, default vidbatch-1) on the Temporal server
+// (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY...) against the workflow code of this checkout. A
+// history that does not replay would fail with a nondeterminism error on the new workers: fix the change with
+// patched() before deploying. Batches of another major version run on their own task queue and are not
+// checked: their own version's workers finish them.
 //
 //   npm run replay-check [-- --query "<visibility query>"] [--workflows <path>]
 //
@@ -12,7 +14,11 @@ import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/
 import { loadTemporalSettings } from '../src/config';
 import { WORKFLOWS_PATH } from '../src/worker';
 
-const DEFAULT_QUERY = `ExecutionStatus = 'Running' AND WorkflowType IN ('batchWorkflow', 'promptWorkflow')`;
+Runtime.install({ logger: new DefaultLogger('ERROR') });
+const temporal = loadTemporalSettings();
+const DEFAULT_QUERY =
+  `ExecutionStatus = 'Running' AND WorkflowType IN ('batchWorkflow', 'promptWorkflow')` +
+  ` AND TaskQueue = '${temporal.taskQueue}'`;
 
 const { values } = parseArgs({
   options: {
@@ -21,8 +27,6 @@ const { values } = parseArgs({
   },
 });
 
-Runtime.install({ logger: new DefaultLogger('ERROR') });
-const temporal = loadTemporalSettings();
 if (!temporal.address) {
   console.error(
     'TEMPORAL_ADDRESS is not set: the replay check reads histories from the server you deploy to',

@@ -5,7 +5,7 @@ import { resolve } from 'node:path';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import type { PathRoots } from './activities/paths';
 import { ConfigError } from './errors';
-import { DEFAULT_TASK_QUEUE } from './contract/types';
+import { DEFAULT_TASK_QUEUE } from './contract/task-queue';
 
 export interface GatewaySettings {
   baseUrl: string;

@@ -71,3 +71,19 @@ export class PathNotAllowedError extends Error {
     );
   }
 }
+
+/**
+ * Thrown by `run` and `status` when the batch is still open on another task queue than this version's: an
+ * earlier major version (0.x) started it, and only that version's workers can run it.
+ */
+export class OtherVersionBatchError extends Error {
+  override name = 'OtherVersionBatchError';
+  constructor(batchId: string, taskQueue: string, ours: string) {
+    super(
+      `${batchId} was started by vidbatch 0.x and is still open (its workflow runs on task queue "${taskQueue}"; ` +
+        `this version's is "${ours}"), so this version cannot run it. Either finish it with a 0.x worker ` +
+        `(\`npx vidbatch@0 worker\` in the old version's checkout), or cancel it (\`vidbatch cancel ${batchId}\`) ` +
+        'and run the file again: a re-run pays nothing twice (the jobs journal knows every job).',
+    );
+  }
+}

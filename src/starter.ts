@@ -1,7 +1,8 @@
 // The starter: start the batch of a CSV, or attach to the one already started from it, then follow it until
 // it ends. `vidbatch run` and `vidbatch retry-failed` are this; worker.ts is the other side.
 import { followBatch, type StartedBatch } from './client/batches';
-import type { BatchProgress, BatchResult } from './contract/types';
+import type { BatchResult } from './contract/batch';
+import type { BatchProgress } from './contract/progress';
 
 export interface FollowOptions {
   /** Start (or find) the batch and return without following it. */

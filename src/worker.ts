@@ -1,4 +1,5 @@
-// The vidbatch worker: runs batch and prompt workflows and the gateway activities. `createWorker` is used by
+// The vidbatch worker: runs batch and prompt workflows and their activities; the gateway calls on a second
+// Worker of the same process, on the rate-limited gateway queue (worker/gateway-worker.ts). `createWorker` is used by
 // `vidbatch worker`, by `vidbatch run` (in-process worker) and by the tests.
 import { rm, utimes, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -13,6 +14,7 @@ import {
   shutdownForceMs,
   type GatewaySettings,
 } from './config';
+import { GATEWAY_ACTIVITIES } from './contract/rate-budget';
 import { ConfigError } from './errors';
 import { GatewayClient } from './gateway/client';
 import { loadGatewayRps, withGatewayWorker } from './worker/gateway-worker';
@@ -50,12 +52,17 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
       return undefined;
     }));
   const activities = createActivities({ gateway, outRoot: options.outRoot ?? 'out', roots: options.roots });
+  // Gateway calls run only on the gateway queue, where its rate limit paces them.
+  const gatewayCalls: readonly string[] = GATEWAY_ACTIVITIES;
+  const mainActivities = Object.fromEntries(
+    Object.entries(activities).filter(([name]) => !gatewayCalls.includes(name)),
+  );
   const worker = await Worker.create({
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue,
     ...(workflowBundle ? { workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
-    activities,
+    activities: mainActivities,
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? 200,
     // Explicit, because the SDK's default follows the heap limit: a worker run with a small
     // --max-old-space-size would otherwise cache 10 workflows and replay the rest on every task.

@@ -11,14 +11,10 @@ import {
   SUBMIT_HEARTBEAT_EVERY_MS,
   SUSPICIOUS_RETRY_AFTER_MS,
 } from '../contract/failures';
-import {
-  NO_VIDEO_URL_CODE,
-  type JobCheck,
-  type PollOutcome,
-  type PollSchedule,
-  type PromptRow,
-  type SubmitResult,
-} from '../contract/types';
+import type { PollSchedule } from '../contract/batch-options';
+import type { JobCheck, PollOutcome, SubmitResult } from '../contract/jobs';
+import { NO_VIDEO_URL_CODE } from '../contract/prompt';
+import type { PromptRow } from '../contract/rows';
 import type { GatewayClient } from '../gateway/client';
 import {
   ConnectionError,

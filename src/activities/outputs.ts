@@ -3,7 +3,8 @@
 // is retried).
 import { basename, dirname, resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
-import type { DownloadedVideo, PromptResult, Verification } from '../contract/types';
+import type { DownloadedVideo, Verification } from '../contract/jobs';
+import type { PromptResult } from '../contract/prompt';
 import { DownloadError } from '../errors';
 import { downloadVerified } from '../results/download';
 import { appendResults, manifestPath } from '../results/manifest';

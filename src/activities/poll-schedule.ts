@@ -1,6 +1,6 @@
 // When to check a job. The attempts of pollJob are the checks; each unfinished one sets the delay before the
 // next: the configured schedule until the worker has learned the gateway's latency, then the learned one.
-import type { PollSchedule } from '../contract/types';
+import type { PollSchedule } from '../contract/batch-options';
 
 /**
  * Delay before the next status check after `attempt` (Temporal's activity attempt, 1-based; attempt 1 may

@@ -5,7 +5,7 @@
 import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { loadCsv } from '../input/csv';
-import type { PageRow, PriorOutcome, PromptRow } from '../contract/types';
+import type { PageRow, PriorOutcome, PromptRow } from '../contract/rows';
 import { FolderPrior, mergePrior } from '../results/prior';
 import { allowedPath, type PathRoots } from './paths';
 import { csvChanged } from './to-failure';

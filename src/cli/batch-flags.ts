@@ -10,7 +10,7 @@ import {
   DEFAULT_SUBMIT_TIMEOUT_MS,
   DEFAULT_UNREACHABLE_PAUSE_MS,
   type VerifyMode,
-} from '../contract/types';
+} from '../contract/batch-options';
 import { fraction, numberIn, positive, positiveSeconds, seconds, wholeNumber } from './support';
 
 /** The window: what the setConcurrency update accepts too (BatchState.checkConcurrency). */

@@ -4,7 +4,7 @@ import { loadGatewaySettings, loadTemporalSettings } from '../config';
 import { loadCsv } from '../input/csv';
 import { AuthenticationError, PermissionDeniedError } from '../gateway/errors';
 import { GatewayClient } from '../gateway/client';
-import type { PromptRow } from '../contract/types';
+import type { PromptRow } from '../contract/rows';
 import { findTemporalCli } from '../dev-server/cli-binary';
 
 export interface Check {

@@ -5,7 +5,7 @@ import type { PathRoots } from '../activities/paths';
 import { CancelledFailure, WorkflowFailedError } from '@temporalio/client';
 import { pollsHeldUntil } from '../client/batch-status';
 import type { StartedBatch } from '../client/batches';
-import type { BatchProgress } from '../contract/types';
+import type { BatchProgress } from '../contract/progress';
 import { openSession, type Session } from '../client/session';
 import type { SimulatorOptions } from '../simulator/server';
 import { ConfigError } from '../errors';

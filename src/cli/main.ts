@@ -1,6 +1,7 @@
 // The `vidbatch` command: the program, its commands (each in commands/<name>.ts, parsing its flags and
 // calling the modules that do the work), the runtime set-up before any command, and the last-resort handler.
 import { Command } from 'commander';
+import { OtherVersionBatchError } from '../errors';
 import { installRuntime, runtimeSettingsFromEnv } from '../worker/runtime';
 import { registerCancelCommand } from './commands/cancel';
 import { registerDoctorCommand } from './commands/doctor';
@@ -20,6 +21,7 @@ import { registerStatusCommand } from './commands/status';
 import { registerValidateCommand } from './commands/validate';
 import { registerWatchCommand } from './commands/watch';
 import { registerWorkerCommand } from './commands/worker';
+import { EXIT } from './support';
 
 const program = new Command('vidbatch')
   .description('Bulk video generation from CSV files, run durably on Temporal.')
@@ -63,5 +65,6 @@ program.hook('preAction', (_program, command) => {
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   console.error(err instanceof Error ? err.message : String(err));
-  process.exitCode = process.exitCode || 1;
+  process.exitCode =
+    process.exitCode || (err instanceof OtherVersionBatchError ? EXIT.invalidInput : EXIT.error);
 });

@@ -1,6 +1,6 @@
 // Progress on a terminal: a live bar (cli-progress) on a TTY, a line every few seconds elsewhere (logs, CI).
 import cliProgress from 'cli-progress';
-import type { BatchProgress } from '../contract/types';
+import type { BatchProgress } from '../contract/progress';
 import { formatDuration, rates } from '../workflows/progress-details';
 
 export function progressLine(p: BatchProgress, now = Date.now()): string {

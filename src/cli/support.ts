@@ -2,7 +2,7 @@
 // operator command, the one-line summary of a finished batch.
 import { InvalidArgumentError } from 'commander';
 import { openSession, type Session } from '../client/session';
-import type { BatchResult } from '../contract/types';
+import type { BatchResult } from '../contract/batch';
 import { ConfigError, CsvValidationError } from '../errors';
 
 /** Exit codes: documented in the README. */

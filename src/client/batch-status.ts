@@ -10,11 +10,12 @@ import {
   rateBudgetWorkflowId,
   type BatchShare,
 } from '../contract/rate-budget';
-import type { BatchProgress, BatchResult } from '../contract/types';
+import type { BatchResult } from '../contract/batch';
+import type { BatchProgress } from '../contract/progress';
 import { computeLedger, type Ledger } from '../results/ledger';
 import { manifestPath as manifestIn, summarizeManifest, type ManifestSummary } from '../results/manifest';
 import type { Prices } from '../results/prices';
-import { batchHandle, getProgress } from './batches';
+import { batchHandle, checkSameVersion, getProgress } from './batches';
 import { previousInput } from './rerun';
 
 export const PROMPT_STATES = ['submitting', 'running', 'blocked', 'succeeded', 'failed'] as const;
@@ -88,10 +89,11 @@ export async function batchStatus(
   client: Client,
   batchId: string,
   outRoot = 'out',
-  o: { prices?: Prices } = {},
+  o: { prices?: Prices; taskQueue?: string } = {},
 ): Promise<BatchStatus> {
   const handle = batchHandle(client, batchId);
   const description = await handle.describe();
+  if (o.taskQueue) checkSameVersion(description, o.taskQueue);
   const status: BatchStatus = {
     batchId,
     workflowStatus: description.status.name,

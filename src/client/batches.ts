@@ -4,16 +4,18 @@ import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import {
+  WorkflowExecutionAlreadyStartedError,
+  type Client,
+  type WorkflowExecutionDescription,
+  type WorkflowHandle,
+} from '@temporalio/client';
 import { progressQuery } from '../contract/messages';
 import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
-import {
-  DEFAULT_BATCH_OPTIONS,
-  type BatchInput,
-  type BatchOptions,
-  type BatchProgress,
-  type BatchResult,
-} from '../contract/types';
+import type { BatchInput, BatchResult } from '../contract/batch';
+import { DEFAULT_BATCH_OPTIONS, type BatchOptions } from '../contract/batch-options';
+import type { BatchProgress } from '../contract/progress';
+import { OtherVersionBatchError } from '../errors';
 import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
 import { failedRowsCsv, retryCsvPath } from '../results/export';
 import { findManifest } from './batch-status';
@@ -32,6 +34,15 @@ export async function resolveBatchId(ref: string): Promise<string> {
   if (BATCH_ID.test(ref)) return ref;
   if (existsSync(ref)) return batchIdFor(await loadCsv(ref));
   throw new Error(`"${ref}" is neither a batch id (batch-<16 hex>) nor a CSV file`);
+}
+
+/**
+ * Throws OtherVersionBatchError when the batch is open on another task queue than `taskQueue` (this version's):
+ * a 0.x batch, which this version's workers never pick up and must not attach to or start again.
+ */
+export function checkSameVersion(description: WorkflowExecutionDescription, taskQueue: string): void {
+  if (description.status.name === 'RUNNING' && description.taskQueue !== taskQueue)
+    throw new OtherVersionBatchError(description.workflowId, description.taskQueue, taskQueue);
 }
 
 export function batchHandle(client: Client, batchId: string): WorkflowHandle<typeof batchWorkflow> {
@@ -98,17 +109,24 @@ export async function startBatch(
     .getHandle(batchId)
     .describe()
     .catch(() => undefined);
+  if (previous) checkSameVersion(previous, session.taskQueue);
   // Failed, cancelled or terminated batches may be started again (the new run continues from what the earlier
   // ones recorded: rows that succeeded are not submitted, known jobs are checked); running or completed ones
   // are attached to.
   const attached = !!previous && ['RUNNING', 'COMPLETED', 'CONTINUED_AS_NEW'].includes(previous.status.name);
   const before = previous && !attached ? await previousInput(session.client, batchId) : undefined;
-  // A re-run keeps the batch's own options; what was given again and differs is applied, and said.
-  const base = before?.options ?? DEFAULT_BATCH_OPTIONS;
+  // Options are resolved here, once: a flag given, else the batch's stored options (a re-run keeps its own;
+  // what was given again and differs is applied, and said), else the defaults. Workflows apply none.
+  const stored: Partial<BatchOptions> = before?.options ?? {};
   const batchOptions: BatchOptions = {
-    ...base,
+    ...DEFAULT_BATCH_OPTIONS,
+    ...definedOnly(stored),
     ...definedOnly(rest),
-    poll: { ...base.poll, ...definedOnly(options.poll ?? {}) },
+    poll: {
+      ...DEFAULT_BATCH_OPTIONS.poll,
+      ...definedOnly(stored.poll ?? {}),
+      ...definedOnly(options.poll ?? {}),
+    },
     ...(options.outDir ? { outDir: batchDir(options.outDir, batchId) } : {}),
     ...(options.downloadDir ? { downloadDir: batchDir(options.downloadDir, batchId) } : {}),
   };
@@ -266,7 +284,7 @@ export async function retryFailed(
   if (earlier.length) onEarlier?.(earlier.map((e) => e.retry));
   const csv = await failedRowsCsv(manifest, dirname(manifest), batchId, code, taken);
   if (csv.rows === 0) return undefined;
-  // Issue 19: the retry downloads (under the same root) and verifies as the original batch did, unless told.
+  // The retry downloads (under the same root) and verifies as the original batch did, unless told.
   const original = (await previousInput(session.client, batchId))?.options;
   const started = await startBatch(session, csv.path, {
     outDir: outRoot,

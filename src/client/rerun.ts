@@ -5,7 +5,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { DEFAULT_SUBMIT_TIMEOUT_MS, type BatchInput } from '../contract/types';
+import type { BatchInput } from '../contract/batch';
+import { DEFAULT_SUBMIT_TIMEOUT_MS } from '../contract/batch-options';
 
 /** The input the batch's latest run was started with (a continue-as-new run carries the same options). */
 export async function previousInput(client: Client, batchId: string): Promise<BatchInput | undefined> {

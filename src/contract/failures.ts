@@ -24,39 +24,6 @@ export const FailureType = {
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
-/**
- * The one patch id of the spend-safety changes (issue 10): unknown submits, known jobs checked first, re-runs
- * continue from what earlier runs know, cancel waits for every prompt, a changed CSV pauses, size cuts.
- */
-export const PATCH_SPEND_SAFETY = 'spend-safety';
-
-/**
- * The one patch id of issue 17 (unattended to the end): the results flush timer, a recording or reading
- * failure pauses the batch, bounded retries of the batch's own activities, the unknown-outcome breaker, the
- * unreachable pause, and re-runs that do not re-send rows whose outcome was unknown.
- */
-export const PATCH_UNATTENDED = 'unattended';
-
-/**
- * A re-run (or the continue-as-new after a cancel) does not re-send a row whose earlier submits had unknown
- * outcomes beyond what its policy allows, whatever state the row ended in (cancelled while its outcome was
- * unknown, or never recorded after a terminate): `unattended` kept only rows that ended `submit_unknown`.
- */
-export const PATCH_UNKNOWN_WHOLE_LIFE = 'unknown-whole-life';
-
-/**
- * Issue 19: with `--verify strict`, a prompt whose downloaded video differs from its request ends failed with
- * `video_mismatch` (the prompt's only new branch; the verification itself is the download activity's).
- */
-export const PATCH_VERIFY_STRICT = 'verify-strict';
-
-/**
- * Issue 18: a submit refused with 429 and a Retry-After longer than CAPACITY_RETRY_AFTER_MS is a capacity
- * refusal (the gateway caps running jobs): the prompt waits for a submission slot from its batch, which hands
- * one out when one of its jobs finishes or a Retry-After has passed, instead of sleeping its own Retry-After.
- */
-export const PATCH_CAPACITY_GATE = 'capacity-gate';
-
 /** A submit-only 429 with a longer Retry-After reads as a running-jobs cap (as the learner reads it). */
 export const CAPACITY_RETRY_AFTER_MS = 2000;
 
@@ -106,19 +73,13 @@ export function isNonRetryable(activity: ClassifiedActivity, type: string): bool
 /** The retry policies the workflows give their activities. */
 export const RETRY_POLICIES = {
   /**
-   * readRows and recordResults with patch `unattended`: about a minute of attempts (another worker may take
-   * one), then the batch pauses with the reason and tries again on resume.
+   * readRows and recordResults: about a minute of attempts (another worker may take one), then the batch
+   * pauses with the reason and tries again on resume.
    */
-  batchBounded: {
+  batch: {
     initialInterval: '1s',
     maximumInterval: '20s',
     maximumAttempts: 6,
-    nonRetryableErrorTypes: [...NON_RETRYABLE.readRows],
-  },
-  /** readRows and recordResults: work on the worker's own disk. */
-  batch: {
-    initialInterval: '1s',
-    maximumInterval: '1m',
     nonRetryableErrorTypes: [...NON_RETRYABLE.readRows],
   },
   submitJob: {

@@ -35,7 +35,7 @@ export interface ParsedReason {
   vidbatch: boolean;
   /** The end of a hold (epoch ms); null when the reason names a hold whose end cannot be read. */
   holdUntil?: number | null;
-  /** Absent in reasons written before learner v3, or by someone else. */
+  /** Absent in reasons someone else wrote. */
   state?: ReasonState;
 }
 

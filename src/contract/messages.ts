@@ -1,26 +1,20 @@
 // Signals, queries and updates between the CLI, the batch and its prompts. Imported by workflow code: no
 // Node built-ins.
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { BatchProgress } from './types';
+import type { BatchProgress } from './progress';
 
 /** Reasons a prompt can report to its batch. */
 export interface PromptBlocked {
   rowId: string;
   reason: string;
 }
-export interface PromptRateLimited {
-  rowId: string;
-  untilMs: number;
-  /** Why the prompt waits (shown in the batch's hold reason); default: the gateway's Retry-After. */
-  reason?: string;
-}
 
-/** What became of a prompt's submit (patch `unattended`): the breaker and the unreachable pause count these. */
+/** What became of a prompt's submit: the breaker, the unreachable pause and the capacity gate count these. */
 export interface PromptSubmitOutcome {
   rowId: string;
   /**
    * `sent`: a job id came back; `unknown`: the gateway may have made a job; `unreachable`: nothing could be sent;
-   * `capacity` (patch `capacity-gate`): refused with a long Retry-After, the prompt waits for a slot (`unblock`).
+   * `capacity`: refused with a long Retry-After, the prompt waits for a slot (`unblock`).
    */
   outcome: 'sent' | 'unknown' | 'unreachable' | 'capacity';
   /** The prompt waits for `unblock` before it sends again (a resend after an unknown outcome). */
@@ -42,7 +36,6 @@ export const pauseSignal = defineSignal<[reason: string]>('pause');
 export const setConcurrencyUpdate = defineUpdate<BatchProgress, [concurrency: number]>('setConcurrency');
 /** From a prompt workflow to its batch. */
 export const promptBlockedSignal = defineSignal<[PromptBlocked]>('promptBlocked');
-export const promptRateLimitedSignal = defineSignal<[PromptRateLimited]>('promptRateLimited');
 export const promptSubmitOutcomeSignal = defineSignal<[PromptSubmitOutcome]>('promptSubmitOutcome');
 /** From a batch to a blocked prompt: try again. */
 export const unblockSignal = defineSignal('unblock');

@@ -7,30 +7,6 @@ import { defineQuery, defineSignal } from '@temporalio/workflow';
 /** The activities that call the gateway: only these run on the gateway queue. */
 export const GATEWAY_ACTIVITIES = ['submitJob', 'checkJob', 'pollJob'] as const;
 
-/** Prompts started after this patch make their gateway calls on the gateway queue, with fairness and priority. */
-export const PATCH_GATEWAY_QUEUE = 'gateway-queue';
-
-/**
- * Prompts started after this patch make their gateway calls on the gateway queue whatever the batch's options
- * (issue 18: one budget for every batch; before it only batches run with `--shared-budget` did).
- */
-export const PATCH_BUDGET_DEFAULT = 'budget-default';
-
-/**
- * Prompts on the gateway queue started after this patch wait for a job's first status check in a workflow
- * timer, not in a pollJob attempt that sends nothing: every dispatch there takes a token of the budget.
- */
-export const PATCH_FIRST_CHECK_TIMER = 'first-check-timer';
-
-/** Learners started after this patch start at 4 rps, cut to 0.9 of a 429's rate and let a probe raise the ceiling. */
-export const PATCH_LEARNER_V2 = 'learner-v2';
-
-/**
- * Learners started after this patch: a fresh one is seeded from the queue's limit and reason as the server
- * kept them; a short Retry-After cuts the limit without holding the queue; a confirmed ceiling settles at 0.95.
- */
-export const PATCH_LEARNER_V3 = 'learner-v3';
-
 /**
  * The gateway activity queue of a task queue. One gateway key per task queue: the queue's limit is the budget
  * of the key the workers on it use, so workers with different keys need different task queues.
@@ -44,13 +20,9 @@ export function rateBudgetWorkflowId(gatewayTaskQueue: string): string {
   return `vidbatch-rate-budget:${gatewayTaskQueue}`;
 }
 
-/** Temporal's priority keys run 1 (first) to 5; 3 is the server's default. */
-export const DEFAULT_PRIORITY = 3;
-/** Spare status checks (workflows/first-check.ts) go last: only budget no other call is waiting for. */
+/** Temporal's priority keys run 1 (first) to 5. Spare status checks (workflows/first-check.ts) go last: only budget no other call is waiting for. */
 export const SPARE_PRIORITY = 5;
 
-/** Prompts on the gateway queue started after this patch check a job early with spare budget (first-check.ts). */
-export const PATCH_SPARE_CHECKS = 'spare-checks';
 const MAX_FAIRNESS_KEY = 64; // bytes, per the server
 
 /** FNV-1a, 32 bits: a short, deterministic tag for ids longer than a fairness key may be. */
@@ -75,10 +47,10 @@ export interface GatewayActivityOptionsInput {
   /** The worker's task queue (VIDBATCH_TASK_QUEUE); the gateway queue is derived from it. */
   taskQueue: string;
   batchId: string;
-  /** `run --priority`: 1 (first) to 5; default 3. */
-  priority?: number;
-  /** `run --weight`: the batch's share relative to others of the same priority; default 1. */
-  weight?: number;
+  /** `run --priority`: 1 (first) to 5. */
+  priority: number;
+  /** `run --weight`: the batch's share relative to others of the same priority. */
+  weight: number;
 }
 
 /**
@@ -94,8 +66,8 @@ export function gatewayActivityOptions(
     allowEagerDispatch: false,
     priority: {
       fairnessKey: fairnessKey(input.batchId),
-      fairnessWeight: input.weight ?? 1,
-      priorityKey: input.priority ?? DEFAULT_PRIORITY,
+      fairnessWeight: input.weight,
+      priorityKey: input.priority,
     },
   };
 }
@@ -112,7 +84,7 @@ export interface RateReport {
   rateLimited: { submit: number; status: number };
   /** The longest Retry-After among those 429s (ms). */
   retryAfterMs: number;
-  /** Dispatches by fairness key (the batch id, see fairnessKey); absent from workers before shares. */
+  /** Dispatches by fairness key (the batch id, see fairnessKey); absent when none carried one. */
   byBatch?: Record<string, number>;
 }
 
@@ -171,9 +143,9 @@ export interface RateBudgetSnapshot {
   dispatchRate: number;
   reports: number;
   rateLimited: number;
-  /** Each batch's share of the gateway calls over the last 30 s; absent from learners before shares. */
+  /** Each batch's share of the gateway calls over the last 30 s. */
   batches?: BatchShare[];
-  /** Why the limit is what it is (the reason written with it on the server); absent from older learners. */
+  /** Why the limit is what it is (the reason written with it on the server). */
   why?: string;
 }
 

@@ -5,7 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { parse } from 'csv-parse/sync';
 import { z } from 'zod';
 import { CsvValidationError, type CsvProblem } from '../errors';
-import { DEFAULT_MODEL, type PromptRow } from '../contract/types';
+import { DEFAULT_MODEL, type PromptRow } from '../contract/rows';
 import { restoreFormula } from './csv-formula';
 
 const KNOWN_COLUMNS = ['id', 'prompt', 'model', 'resolution', 'duration'];

@@ -1,6 +1,6 @@
 // What a run would submit for a CSV (`vidbatch plan`, `run --dry-run`): counts per model, resolution and
 // duration.
-import type { PromptRow } from '../contract/types';
+import type { PromptRow } from '../contract/rows';
 
 /** What a run would submit: counts per model, resolution and duration. */
 export function plan(rows: PromptRow[]): {

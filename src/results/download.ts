@@ -13,7 +13,7 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { request, type Dispatcher } from 'undici';
 import { DownloadError } from '../errors';
-import type { DownloadedVideo, Verification } from '../contract/types';
+import type { DownloadedVideo, Verification } from '../contract/jobs';
 import { readManifest } from './manifest';
 import { askedOf, verifyVideo } from './verify-video';
 

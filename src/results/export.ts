@@ -2,7 +2,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'csv-stringify/sync';
-import type { PromptResult } from '../contract/types';
+import type { PromptResult } from '../contract/prompt';
 import { neutralizeTable } from '../input/csv-formula';
 import { readManifest } from './manifest';
 import { summarizeVerification, verificationCell, type VerificationSummary } from './verification-summary';

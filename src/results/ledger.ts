@@ -2,7 +2,7 @@
 // line, and the jobs journal `jobs.jsonl`), including the jobs no row kept. Each job id is counted once, in one
 // category (README, "Spend ledger"); submits whose outcome was unknown may have made a job whose id never
 // reached vidbatch, so they are an upper bound ("up to N more"), never a count.
-import type { PromptResult } from '../contract/types';
+import type { PromptResult } from '../contract/prompt';
 import { readJournal, type JournalEntry } from './jobs-journal';
 import { readJsonl } from './jsonl';
 import { manifestPath } from './manifest';

@@ -5,7 +5,7 @@
 // correct under activity retries and worker crashes.
 import { appendFile, mkdir, open, readFile, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { PromptResult } from '../contract/types';
+import type { PromptResult } from '../contract/prompt';
 import { readJsonl } from './jsonl';
 import { summarizeVerification, type VerificationSummary } from './verification-summary';
 

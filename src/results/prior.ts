@@ -2,7 +2,8 @@
 // line wins) and the jobs journal (every job a submit made or may have made). readRows attaches it to each row,
 // so a re-run skips rows that succeeded and checks known jobs before paying again. Folders are read
 // incrementally: a batch of 100k rows re-reads only what was appended since the last page.
-import { VIDEO_MISMATCH_CODE, type PriorOutcome, type PromptResult } from '../contract/types';
+import { VIDEO_MISMATCH_CODE, type PromptResult } from '../contract/prompt';
+import type { PriorOutcome } from '../contract/rows';
 import { journalPath, type JournalEntry } from './jobs-journal';
 import { JsonlTail } from './jsonl';
 import { manifestPath } from './manifest';

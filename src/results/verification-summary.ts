@@ -1,7 +1,7 @@
 // The verification of a batch's videos in figures (README "Verification of downloaded videos"): how many
 // downloaded videos match their request, which do not and why, and how many finished rows have no file.
 // `status` and `results` print it; the gallery can use it.
-import type { PromptResult } from '../contract/types';
+import type { PromptResult } from '../contract/prompt';
 
 export interface VerificationSummary {
   /** Rows whose downloaded video matches its request. */

@@ -8,9 +8,9 @@
 // - audio and codec are reported, not judged (the request does not ask for them).
 import { open, stat } from 'node:fs/promises';
 import { createFile, Log, MP4BoxBuffer, type Movie } from 'mp4box';
-import type { Verification } from '../contract/types';
+import type { Verification } from '../contract/jobs';
 
-export type { Verification } from '../contract/types';
+export type { Verification } from '../contract/jobs';
 
 /** What a row asked for, as far as a video can be checked against it (`parameters.duration`, `.resolution`). */
 export interface VideoAsked {

@@ -2,7 +2,9 @@
 // one row per CSV row, with its final state from the manifest (last line wins) or, for rows not finished yet,
 // what the jobs journal knows. Pure: reading the files is in load.ts.
 import { relative, sep } from 'node:path';
-import type { PromptResult, PromptRow, Verification } from '../contract/types';
+import type { Verification } from '../contract/jobs';
+import type { PromptResult } from '../contract/prompt';
+import type { PromptRow } from '../contract/rows';
 import type { JournalEntry } from '../results/jobs-journal';
 import { inputRows } from '../results/export';
 import type { CsvCells } from './csv-cells';

@@ -1,7 +1,7 @@
 // The second Worker of every vidbatch worker process: it polls the gateway activity queue
 // (`<taskQueue>-gateway`, contract/rate-budget.ts), whose server-side rate limit is the gateway budget of all
 // workers together, and runs submitJob and pollJob there with the same activity instances (and so the same
-// Retry-After holds and latency estimate) as the main worker. It reports what it sees to the queue's learner
+// Retry-After holds and latency estimate) as the rest of the process. It reports what it sees to the queue's learner
 // workflow (workflows/rate-budget.ts): dispatches, requests by kind and 429s with their Retry-After. It starts the
 // learner on its first gateway dispatch, not at start, and watches the queue's limit (queue-watchdog.ts).
 import { Client } from '@temporalio/client';
@@ -50,7 +50,7 @@ export interface GatewayWorkerOptions {
   /** The main task queue; the gateway queue and the learner's id derive from it. */
   taskQueue: string;
   gateway: GatewayClient;
-  /** The main worker's activities: the gateway calls run here too, sharing their state. */
+  /** The gateway calls, built with the main worker's activities so they share their state. */
   activities: Pick<Activities, 'submitJob' | 'checkJob' | 'pollJob'>;
   /** Pin the queue's limit (requests/second); undefined lets the learner learn it. */
   gatewayRps?: number;
@@ -209,8 +209,7 @@ export async function withGatewayWorker(main: Worker, options: GatewayWorkerOpti
   const client = new Client({ connection: options.connection, namespace: options.namespace });
   const identity = client.options.identity;
   const reporter = new RateReporter(client, options.taskQueue, identity);
-  // Every request this process sends counts towards the learner's view of the rate, wherever it was dispatched
-  // (workflows started before the gateway queue existed still call on the main queue, unpaced).
+  // Every request this process sends counts towards the learner's view of the rate.
   options.gateway.onRequest = (kind) => reporter.sent(kind);
   const gateway = await Worker.create({
     connection: options.connection,

@@ -1,3 +1,4 @@
+// Over 400 lines: one state machine whose rules share its fields (window, gate, pause, guard rails, carry).
 // The state of a batch run and the rules that change it: the window of prompts in flight, the 429 gate, pause
 // and resume, the guard rails, and what is carried across continue-as-new. Plain methods and no Temporal
 // calls: the workflow (batch.ts) turns the effects into commands, in the order this class asks for them, and
@@ -5,18 +6,11 @@
 import { CAPACITY_RETRY_AFTER_MS } from '../contract/failures';
 import type { PromptSubmitOutcome } from '../contract/messages';
 import { CapacityGate } from './capacity-gate';
-import {
-  DEFAULT_PAUSE_AFTER_UNKNOWN,
-  type BatchCarry,
-  type BatchCounts,
-  type BatchInput,
-  type BatchProgress,
-  type BatchResult,
-  type PauseKind,
-  type PriorOutcome,
-  type PromptResult,
-  unreachableRetryMs,
-} from '../contract/types';
+import type { BatchCarry, BatchCounts, BatchInput, BatchResult, PauseKind } from '../contract/batch';
+import { unreachableRetryMs } from '../contract/batch-options';
+import type { BatchProgress } from '../contract/progress';
+import type { PromptResult } from '../contract/prompt';
+import type { PriorOutcome } from '../contract/rows';
 
 /** What a state change asks the workflow to do, synchronously and in this order. */
 export interface BatchEffects {
@@ -26,7 +20,7 @@ export interface BatchEffects {
   unblock(rowId: string): void;
   /** The batch was resumed (what waited on the pause may go on). */
   resumed?(): void;
-  /** Call `fire` after `ms` (a durable timer; patch `capacity-gate`). */
+  /** Call `fire` after `ms` (a durable timer; the capacity gate's). */
   timer?(ms: number, fire: () => void): void;
 }
 
@@ -45,10 +39,9 @@ export class BatchState {
   /** Submits in a row whose outcome was unknown (reset by one that brought a job id, and by resume). */
   unknownInARow: number;
   /**
-   * Patch `unattended`: --max-submissions counts POSTs over the batch's whole life: earlier runs' (from the
-   * rows' prior outcomes), this run's as prompts report them, and one for each prompt yet to send its first.
+   * --max-submissions counts POSTs over the batch's whole life: earlier runs' (from the rows' prior
+   * outcomes), this run's as prompts report them, and one for each prompt yet to send its first.
    */
-  countPosts = false;
   private posts: number;
   private readonly awaitingPost = new Set<string>();
   /** Epoch ms until which no new prompt starts after a 429. */
@@ -74,7 +67,7 @@ export class BatchState {
   private holdReasonText: string | null = null;
   /** Moves on every change; the workflow's main loop sleeps until it does. */
   tick = 0;
-  /** Patch `capacity-gate` (issue 18): submissions wait for a slot under a gateway's running-jobs cap. */
+  /** Submissions wait for a slot under a gateway's running-jobs cap (null until enabled). */
   capacityGate: CapacityGate | null = null;
 
   constructor(
@@ -91,30 +84,36 @@ export class BatchState {
       gateUntil: 0,
       manifestPath: '',
       runs: 0,
+      stoppedReason: null,
+      skipped: 0,
+      unknownSubmitRows: 0,
+      pauseKind: null,
+      unknownInARow: 0,
+      posts: 0,
     };
     this.batchId = input.batchId;
     this.totalRows = input.totalRows;
     this.nextRow = carry.nextRow;
     this.concurrency = carry.concurrency;
     this.pausedReason = carry.pausedReason;
-    this.pauseKind = carry.pausedReason ? (carry.pauseKind ?? 'operator') : null;
-    this.unknownInARow = carry.unknownInARow ?? 0;
-    this.posts = carry.posts ?? 0;
+    this.pauseKind = carry.pausedReason ? carry.pauseKind : null;
+    this.unknownInARow = carry.unknownInARow;
+    this.posts = carry.posts;
     this.gateUntil = carry.gateUntil;
     this.manifestPath = carry.manifestPath;
-    this.stoppedReason = carry.stoppedReason ?? null;
+    this.stoppedReason = carry.stoppedReason;
     this.counts = { ...carry.counts };
     this.startedAt = carry.startedAt;
     this.runs = carry.runs;
-    this.skipped = carry.skipped ?? 0;
-    this.unknownSubmitRows = carry.unknownSubmitRows ?? 0;
+    this.skipped = carry.skipped;
+    this.unknownSubmitRows = carry.unknownSubmitRows;
   }
 
   changed(): void {
     this.tick += 1;
   }
 
-  /** Turns the capacity gate on (patch `capacity-gate`; the workflow decides once per run). */
+  /** Turns the capacity gate on (the workflow does, once per run; needs the `timer` effect). */
   enableCapacityGate(): void {
     const { effects } = this;
     if (!effects.timer) throw new Error('the capacity gate needs a timer');
@@ -154,7 +153,7 @@ export class BatchState {
       unknownSubmitRows: this.unknownSubmitRows,
       holdUntil: this.gateUntil > now ? this.gateUntil : null,
       holdReason: this.gateUntil > now ? this.holdReason(now) : null,
-      ...(this.capacityGate ? { capacityGate: this.capacityGate.describe(now) } : {}),
+      capacityGate: this.capacityGate?.describe(now) ?? null,
     };
   }
 
@@ -193,7 +192,7 @@ export class BatchState {
     this.changed();
   }
 
-  /** Finished rows could not be written to the manifest (patch `unattended`): pause until someone fixes it. */
+  /** Finished rows could not be written to the manifest: pause until someone fixes it. */
   recordingFailed(message: string): void {
     this.pauseFor(
       'recording',
@@ -207,7 +206,7 @@ export class BatchState {
   }
 
   /**
-   * What became of a prompt's submit (patch `unattended`). Unknown outcomes in a row trip the breaker: the
+   * What became of a prompt's submit. Unknown outcomes in a row trip the breaker: the
    * batch pauses submitting, and prompts about to resend wait for resume. Submits that cannot be sent pause
    * the batch as unreachable; the first submit that goes through again lifts that pause by itself.
    */
@@ -251,7 +250,7 @@ export class BatchState {
       return;
     }
     this.unknownInARow += 1;
-    const limit = this.input.options.pauseAfterUnknown ?? DEFAULT_PAUSE_AFTER_UNKNOWN;
+    const limit = this.input.options.pauseAfterUnknown;
     if (limit > 0 && this.unknownInARow >= limit)
       this.pauseFor(
         'breaker',
@@ -332,7 +331,7 @@ export class BatchState {
     ) {
       this.stop(`${failed} of ${finishedRows} finished rows failed (--max-failure-rate ${maxFailureRate})`);
     } else if (maxSubmissions !== undefined && this.nextRow < this.totalRows) {
-      const submitted = this.countPosts ? this.posts + this.awaitingPost.size : this.nextRow - this.skipped;
+      const submitted = this.posts + this.awaitingPost.size;
       if (submitted >= maxSubmissions)
         this.stop(`${submitted} jobs submitted (--max-submissions ${maxSubmissions})`);
     }
@@ -416,9 +415,9 @@ export class BatchState {
       startedAt: this.startedAt,
       concurrency: this.concurrency,
       pausedReason: this.pausedReason,
-      ...(this.pauseKind ? { pauseKind: this.pauseKind } : {}),
-      ...(this.unknownInARow ? { unknownInARow: this.unknownInARow } : {}),
-      ...(this.countPosts ? { posts: this.posts } : {}),
+      pauseKind: this.pauseKind,
+      unknownInARow: this.unknownInARow,
+      posts: this.posts,
       gateUntil: this.gateUntil,
       manifestPath: this.manifestPath,
       runs: this.runs + 1,

@@ -12,7 +12,6 @@ import {
   continueAsNew,
   executeChild,
   getExternalWorkflowHandle,
-  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -21,19 +20,11 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import {
-  FailureType,
-  PATCH_CAPACITY_GATE,
-  PATCH_SPEND_SAFETY,
-  PATCH_UNATTENDED,
-  PATCH_UNKNOWN_WHOLE_LIFE,
-  RETRY_POLICIES,
-} from '../contract/failures';
+import { FailureType, RETRY_POLICIES } from '../contract/failures';
 import {
   pauseSignal,
   progressQuery,
   promptBlockedSignal,
-  promptRateLimitedSignal,
   promptSubmitOutcomeSignal,
   resumeSignal,
   resumeUpdate,
@@ -41,22 +32,12 @@ import {
   unblockSignal,
 } from '../contract/messages';
 import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
-import {
-  DEFAULT_MAX_UNKNOWN_RESENDS,
-  DEFAULT_ON_UNKNOWN_SUBMIT,
-  MAX_PAGE_BYTES,
-  MAX_RESULT_GROUP_BYTES,
-  promptSpendOptions,
-  rowFields,
-  type BatchInput,
-  type BatchResult,
-  type PageRow,
-  type PriorOutcome,
-  type PromptResult,
-  type PromptRow,
-} from '../contract/types';
+import { MAX_RESULT_GROUP_BYTES, type BatchInput, type BatchResult } from '../contract/batch';
+import { promptSpendOptions, type PromptResult } from '../contract/prompt';
+import { MAX_PAGE_BYTES, rowFields, type PageRow, type PriorOutcome, type PromptRow } from '../contract/rows';
 import { BatchState } from './batch-state';
-import { promptWorkflow, SUBMIT_UNKNOWN_CODE } from './prompt';
+import { promptWorkflow } from './prompt';
+import { SUBMIT_UNKNOWN_CODE } from './prompt-state';
 import { progressMarkdown } from './progress-details';
 import { ResultRecorder } from './result-recorder';
 
@@ -68,7 +49,8 @@ const setState = (state: string) => upsertSearchAttributes([{ key: StateAttr, va
 
 export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   const { batchId, options, totalRows } = input;
-  // Short timeouts: a call on a crashed worker is retried elsewhere after this long, not after minutes.
+  // Short timeouts: a call on a crashed worker is retried elsewhere after this long, not after minutes. The
+  // retries are bounded: when they run out the batch pauses with the reason and tries again on resume.
   const { readRows, recordResults } = proxyActivities<Activities>({
     startToCloseTimeout: options.activityTimeoutMs,
     retry: RETRY_POLICIES.batch,
@@ -90,9 +72,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
       ),
   });
   setHandlers(state);
-  // Issue 10 (spend safety): rows carry what earlier runs know, a re-run skips rows that succeeded and checks
-  // known jobs, cancel waits for every prompt, a changed CSV pauses, pages and groups are cut by size.
-  const spendSafety = patched(PATCH_SPEND_SAFETY);
+  state.enableCapacityGate();
   const deadlineMs = state.untilDeadline(Date.now());
   if (deadlineMs !== undefined) {
     sleep(deadlineMs, { summary: 'batch deadline: no new submissions after this' }).then(
@@ -100,57 +80,38 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
       () => undefined, // cancelled with the run
     );
   }
-  // Runs started before grouping record after every prompt (no patch marker).
-  const grouped = patched('record-results-in-groups');
-  // Issue 17: finished rows reach the manifest within RESULT_GROUP_MS whatever else happens (a timer), the
-  // batch's own activities have bounded retries and pause the batch with the reason when they run out.
-  const unattended = spendSafety && patched(PATCH_UNATTENDED);
-  const wholeLife = unattended && patched(PATCH_UNKNOWN_WHOLE_LIFE);
-  state.countPosts = unattended;
-  // Issue 18: under a gateway's running-jobs cap, prompts wait for a slot from the batch (capacity-gate.ts).
-  const capacityGate = unattended && patched(PATCH_CAPACITY_GATE);
-  if (capacityGate) state.enableCapacityGate();
-  const bounded = proxyActivities<Activities>({
-    startToCloseTimeout: options.activityTimeoutMs,
-    retry: RETRY_POLICIES.batchBounded,
-  });
-  const record = unattended ? bounded.recordResults : recordResults;
-  const read = unattended ? bounded.readRows : readRows;
+  // Finished rows reach the manifest within a few seconds whatever else happens (a timer); a group that
+  // cannot be recorded pauses the batch with the reason.
   const recorder = new ResultRecorder(
     (results, summary) =>
-      record.executeWithOptions({ summary }, [{ batchId, outDir: options.outDir, results }]),
+      recordResults.executeWithOptions({ summary }, [{ batchId, outDir: options.outDir, results }]),
     {
-      grouped,
       inFlight: () => state.inFlight.size,
       onRecorded: (path) => void (state.manifestPath = path),
       changed: () => state.changed(),
-      ...(spendSafety ? { maxGroupBytes: MAX_RESULT_GROUP_BYTES } : {}),
-      ...(unattended
-        ? {
-            timer: (ms: number) => sleep(ms, { summary: 'write finished rows to the manifest' }),
-            failed: (message: string) => {
-              state.recordingFailed(message);
-              setCurrentDetails(progressMarkdown(state.progress(Date.now())));
-            },
-          }
-        : {}),
+      maxGroupBytes: MAX_RESULT_GROUP_BYTES,
+      timer: (ms: number) => sleep(ms, { summary: 'write finished rows to the manifest' }),
+      failed: (message: string) => {
+        state.recordingFailed(message);
+        setCurrentDetails(progressMarkdown(state.progress(Date.now())));
+      },
     },
   );
   late.recorder = recorder;
 
   const start = ({ prior, ...row }: PageRow) => {
-    if (spendSafety && prior?.status === 'succeeded') {
+    if (prior?.status === 'succeeded') {
       // An earlier run of this batch recorded it as succeeded: counted, not submitted, not recorded again.
       state.skip(prior);
       return;
     }
-    if (unattended && keptUnknown(input, prior, wholeLife)) {
+    if (keptUnknown(input, prior)) {
       // Its outcome stayed unknown (it may be billed): only `retry-failed --code submit_unknown` re-sends it.
       state.skipUnknown(prior!);
       return;
     }
     state.started(row.id, prior);
-    startPrompt(input, row, spendSafety, prior, unattended, capacityGate).then(finished, (err: unknown) =>
+    startPrompt(input, row, prior).then(finished, (err: unknown) =>
       finished({
         ...rowFields(row),
         status: 'failed',
@@ -170,7 +131,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
 
   try {
     const readPage = (offset: number) =>
-      read.executeWithOptions(
+      readRows.executeWithOptions(
         { summary: `read rows ${offset + 1}-${Math.min(totalRows, offset + options.pageSize)}` },
         [
           {
@@ -178,33 +139,22 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
             csvSha256: input.csvSha256,
             offset,
             limit: options.pageSize,
-            ...(spendSafety
-              ? {
-                  batchId,
-                  maxBytes: MAX_PAGE_BYTES,
-                  ...(options.outDir ? { outDir: options.outDir } : {}),
-                  ...(input.priorOutDir ? { priorOutDir: input.priorOutDir } : {}),
-                }
-              : {}),
+            batchId,
+            maxBytes: MAX_PAGE_BYTES,
+            ...(options.outDir ? { outDir: options.outDir } : {}),
+            ...(input.priorOutDir ? { priorOutDir: input.priorOutDir } : {}),
           },
         ],
       );
-    await runPrompts(
-      input,
-      state,
-      start,
-      spendSafety ? pauseWhileUnreadable(state, readPage, unattended) : readPage,
-    );
+    await runPrompts(input, state, start, pauseWhileUnreadable(state, readPage));
   } catch (err) {
     if (!isCancellation(err)) throw err;
     // Cancelled: keep partial results. In-flight prompts report their cancellation (with any job id),
     // and everything finished is recorded before the batch ends as cancelled.
     await CancellationScope.nonCancellable(async () => {
       setState('cancelled');
-      // Every prompt records its outcome (a submit in flight finishes, so its job id is kept); runs started
-      // before the spend-safety patch waited one minute at most.
-      if (spendSafety) await condition(() => state.inFlight.size === 0);
-      else await condition(() => state.inFlight.size === 0, '1 minute');
+      // Every prompt records its outcome (a submit in flight finishes, so its job id is kept).
+      await condition(() => state.inFlight.size === 0);
       await condition(() => !recorder.busy);
       await recorder.recordRest('record rows finished before the cancellation');
     });
@@ -239,9 +189,6 @@ function setHandlers(state: BatchState): void {
     { validator: (n: number) => BatchState.checkConcurrency(n) },
   );
   setHandler(promptBlockedSignal, ({ rowId, reason }) => state.promptBlocked(rowId, reason));
-  setHandler(promptRateLimitedSignal, ({ rowId, untilMs, reason }) =>
-    state.promptRateLimited(rowId, untilMs, reason),
-  );
   setHandler(promptSubmitOutcomeSignal, (report) => {
     state.submitOutcome(report, Date.now());
     setCurrentDetails(progressMarkdown(state.progress(Date.now())));
@@ -250,30 +197,28 @@ function setHandlers(state: BatchState): void {
 
 /**
  * A row an earlier run of this batch ended as `submit_unknown` with no job id: a re-run does not send it again
- * (it may have been billed already); `retry-failed --code submit_unknown` does, deliberately. With `wholeLife`
- * (patch unknown-whole-life), neither is any other row without a job whose earlier submits had unknown
- * outcomes (e.g. cancelled while one was on the wire) once another submit would break the policy's bound of
- * 1 + --max-unknown-resends jobs (`fail`: 1); `retry-failed --code <its code>` re-sends it, deliberately.
+ * (it may have been billed already); `retry-failed --code submit_unknown` does, deliberately. Neither is any
+ * other row without a job whose earlier submits had unknown outcomes (e.g. cancelled while one was on the
+ * wire) once another submit would break the policy's bound of 1 + --max-unknown-resends jobs (`fail`: 1);
+ * `retry-failed --code <its code>` re-sends it, deliberately.
  */
-function keptUnknown(input: BatchInput, prior: PriorOutcome | undefined, wholeLife: boolean): boolean {
+function keptUnknown(input: BatchInput, prior: PriorOutcome | undefined): boolean {
   if (input.retryOf || !prior || prior.jobId || prior.status === 'succeeded') return false;
   if (prior.status === 'failed' && prior.errorCode === SUBMIT_UNKNOWN_CODE) return true;
-  if (!wholeLife || !prior.unknownSubmits) return false;
-  const policy = input.options.onUnknownSubmit ?? DEFAULT_ON_UNKNOWN_SUBMIT;
-  const resends = input.options.maxUnknownResends ?? DEFAULT_MAX_UNKNOWN_RESENDS;
-  return policy === 'fail' || prior.unknownSubmits > resends;
+  if (!prior.unknownSubmits) return false;
+  const { onUnknownSubmit, maxUnknownResends } = input.options;
+  return onUnknownSubmit === 'fail' || prior.unknownSubmits > maxUnknownResends;
 }
 
 /**
  * A page read that pauses the batch while its CSV differs from the file it started from (the reason says so),
- * and reads again once the batch is resumed. With `unattended`, any read that fails for good (e.g. a path no
- * worker may read) pauses the same way instead of failing the batch. Null: nothing to read now (a guard rail
- * stopped the batch).
+ * and reads again once the batch is resumed. Any read that fails for good (e.g. a path no worker may read)
+ * pauses the same way instead of failing the batch. Null: nothing to read now (a guard rail stopped the
+ * batch).
  */
 function pauseWhileUnreadable(
   state: BatchState,
   readPage: (offset: number) => Promise<PageRow[]>,
-  unattended: boolean,
 ): (offset: number) => Promise<PageRow[] | null> {
   return async (offset) => {
     for (;;) {
@@ -282,7 +227,7 @@ function pauseWhileUnreadable(
       } catch (err) {
         const cause = err instanceof ActivityFailure ? err.cause : undefined;
         const csvChanged = cause instanceof ApplicationFailure && cause.type === FailureType.CsvChanged;
-        if (!csvChanged && !(unattended && err instanceof ActivityFailure)) throw err;
+        if (!(err instanceof ActivityFailure)) throw err;
         if (csvChanged) state.pause(cause.message, 'input');
         else
           state.inputFailed(
@@ -296,29 +241,22 @@ function pauseWhileUnreadable(
   };
 }
 
-/** What the prompt of a row with a prior outcome needs: the job to check first, and the key generation. */
-function priorArgs(prior: PriorOutcome | undefined, unattended: boolean) {
-  if (!prior) return {};
-  // Issue 17: a newer generation than the known job's had only unknown outcomes: reuse it, never skip it (a
-  // gateway that honours keys then returns the job that generation may have made).
-  if (unattended && prior.jobId && prior.generation > (prior.jobGeneration ?? prior.generation))
+/** What the prompt of a row needs from its prior outcome: the job to check first, and the key generation. */
+function priorArgs(prior: PriorOutcome | undefined): { knownJobId?: string; keyGeneration: number } {
+  if (!prior) return { keyGeneration: 0 };
+  // A newer generation than the known job's had only unknown outcomes: reuse it, never skip it (a gateway
+  // that honours keys then returns the job that generation may have made).
+  if (prior.jobId && prior.generation > (prior.jobGeneration ?? prior.generation))
     return { knownJobId: prior.jobId, keyGeneration: prior.generation };
   // A known job is checked before paying again; a new submit then needs a key the gateway has not seen (it
   // would replay the failed or gone job). Without a job id the same key goes again: a gateway that honours
   // it returns the job an unknown outcome may have made.
   if (prior.jobId) return { knownJobId: prior.jobId, keyGeneration: prior.generation + 1 };
-  return prior.generation > 0 ? { keyGeneration: prior.generation } : {};
+  return { keyGeneration: prior.generation };
 }
 
 /** One row's prompt workflow, a child of the batch with id `<batch-id>/<row-id>`. */
-function startPrompt(
-  input: BatchInput,
-  row: PromptRow,
-  spendSafety: boolean,
-  prior: PriorOutcome | undefined,
-  unattended: boolean,
-  capacityGate: boolean,
-) {
+function startPrompt(input: BatchInput, row: PromptRow, prior: PriorOutcome | undefined) {
   const { batchId, options } = input;
   return executeChild(promptWorkflow, {
     workflowId: promptWorkflowId(batchId, row.id),
@@ -330,10 +268,10 @@ function startPrompt(
         jobDeadlineMs: options.jobDeadlineMs,
         activityTimeoutMs: options.activityTimeoutMs,
         ...(options.downloadDir ? { downloadDir: options.downloadDir } : {}),
-        ...(spendSafety ? { ...priorArgs(prior, unattended), ...promptSpendOptions(options) } : {}),
-        ...(unattended && prior?.unknownSubmits ? { priorUnknownSubmits: prior.unknownSubmits } : {}),
-        ...(unattended && input.retryOf ? { keyBatchId: input.retryOf } : {}),
-        ...(capacityGate ? { capacityGate: true } : {}),
+        ...priorArgs(prior),
+        ...promptSpendOptions(options),
+        priorUnknownSubmits: prior?.unknownSubmits ?? 0,
+        ...(input.retryOf ? { keyBatchId: input.retryOf } : {}),
       },
     ],
     typedSearchAttributes: [

@@ -1,4 +1,4 @@
-// The capacity gate (issue 18, patch `capacity-gate`): a gateway that caps running jobs per key refuses
+// The capacity gate: a gateway that caps running jobs per key refuses
 // submits with 429 and a long Retry-After (the time until one of its jobs finishes). Every refused prompt
 // sleeping its own Retry-After wakes with the others and all but one are refused again: a herd. Here the batch
 // is the gate instead. It learns the cap as the number of its prompts holding an unfinished job when a refusal

@@ -1,6 +1,6 @@
 // Progress figures and the batch's "current details" markdown shown in the Temporal Web UI. Pure functions:
 // used by the workflow (deterministic) and by the CLI.
-import type { BatchProgress } from '../contract/types';
+import type { BatchProgress } from '../contract/progress';
 
 export interface Rates {
   finished: number;

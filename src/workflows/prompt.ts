@@ -1,754 +1,282 @@
-// One prompt: submit once, then poll by activity retries (durable server-side timers, no history events
-// per poll) until the job is terminal or its deadline passes. Never pays twice: the job id is in history as
-// soon as the submit activity returns, and every later step only polls that job.
+// One prompt: check the job an earlier run made (if any), submit once, then poll by activity retries (durable
+// server-side timers, no history events per poll) until the job is terminal. Never pays twice: the job id is
+// in history as soon as the submit activity returns, and every later step only polls that job. This file
+// makes the Temporal calls and waits; what each outcome means is PromptState's (prompt-state.ts), the signals
+// to and from the batch are BatchLink's (batch-link.ts).
 import {
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
-  condition,
   isCancellation,
-  getExternalWorkflowHandle,
-  patched,
   proxyActivities,
-  setHandler,
   sleep,
-  TimeoutFailure,
   upsertSearchAttributes,
   workflowInfo,
-  type ExternalWorkflowHandle,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import {
-  gatewayActivityOptions,
-  PATCH_FIRST_CHECK_TIMER,
-  PATCH_BUDGET_DEFAULT,
-  PATCH_GATEWAY_QUEUE,
-  PATCH_SPARE_CHECKS,
-} from '../contract/rate-budget';
-import { spareChecksApply, waitWithSpareChecks } from './first-check';
-import {
-  DEFAULT_RETRY_AFTER_MS,
-  FailureType,
-  PATCH_SPEND_SAFETY,
-  PATCH_UNATTENDED,
-  PATCH_VERIFY_STRICT,
-  RETRY_POLICIES,
-  SUBMIT_HEARTBEAT_TIMEOUT_MS,
-} from '../contract/failures';
-import {
-  promptBlockedSignal,
-  promptRateLimitedSignal,
-  promptSubmitOutcomeSignal,
-  unblockSignal,
-  type PromptSubmitOutcome,
-} from '../contract/messages';
+import { RETRY_POLICIES, SUBMIT_HEARTBEAT_TIMEOUT_MS } from '../contract/failures';
+import { gatewayActivityOptions } from '../contract/rate-budget';
 import { StateAttr } from '../contract/search-attributes';
-import {
-  DEFAULT_MAX_UNKNOWN_RESENDS,
-  DEFAULT_ON_UNKNOWN_SUBMIT,
-  DEFAULT_SUBMIT_TIMEOUT_MS,
-  DEFAULT_UNREACHABLE_PAUSE_MS,
-  NO_VIDEO_URL_CODE,
-  rowFields,
-  type PollOutcome,
-  type PromptInput,
-  type PromptResult,
-  type RowFields,
-  type SubmitResult,
-  unreachableRetryMs,
-  VIDEO_MISMATCH_CODE,
-} from '../contract/types';
+import type { PollOutcome } from '../contract/jobs';
+import type { PromptInput, PromptResult } from '../contract/prompt';
+import { BatchLink } from './batch-link';
+import { spareChecksApply, waitWithSpareChecks } from './first-check';
+import { PromptState, type ActivityError, type KnownJobStep, type ResultFields } from './prompt-state';
 
-function applicationFailure(err: unknown): ApplicationFailure | undefined {
-  return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause : undefined;
+/** An activity's failure as PromptState reads it (its ApplicationFailure's type, message and first detail). */
+function activityError(err: unknown): ActivityError | undefined {
+  if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure)) return undefined;
+  const { type, message, details } = err.cause;
+  return { ...(type ? { type } : {}), message, details: details?.[0] as ActivityError['details'] };
 }
 
-function failureCode(failure: ApplicationFailure | undefined, fallback: string): string {
-  const details = failure?.details?.[0] as { code?: string } | undefined;
-  return details?.code ?? fallback;
+const setState = (value: string) => upsertSearchAttributes([{ key: StateAttr, value }]);
+
+/** A row ended: its state in the search attribute, its result. */
+function finish(state: PromptState, fields: ResultFields): PromptResult {
+  setState(fields.status);
+  return state.result(fields, new Date().toISOString());
+}
+
+/** Runs a wait; a cancellation meanwhile ends the row as cancelled while `waiting` (the caller returns it). */
+async function orCancelled<T>(state: PromptState, waiting: string, wait: () => Promise<T>) {
+  try {
+    return { value: await wait() };
+  } catch (err) {
+    if (isCancellation(err)) return { cancelled: finish(state, state.cancelled(waiting)) };
+    throw err;
+  }
 }
 
 export async function promptWorkflow(input: PromptInput): Promise<PromptResult> {
-  const prompt = new PromptRun(input);
-  if (patched(PATCH_SPEND_SAFETY)) {
-    // Gateway calls on the rate-limited gateway queue, fair between batches (docs/rate-budget.md): every
-    // prompt since `budget-default`; before it, only those of batches run with the old `--shared-budget`.
-    if (patched(PATCH_GATEWAY_QUEUE) && (patched(PATCH_BUDGET_DEFAULT) || input.sharedBudget))
-      prompt.gateway = gatewayActivityOptions({
-        taskQueue: workflowInfo().taskQueue,
-        batchId: input.batchId,
-        priority: input.priority,
-        weight: input.weight,
-      });
-    return spendSafePrompt(prompt);
-  }
-  const submit = await submitOnce(prompt);
-  if ('failed' in submit) return submit.failed;
-  upsertSearchAttributes([{ key: StateAttr, value: 'running' }]);
-  return pollUntilDone(prompt, submit.submitted, submit.rateLimits);
-}
-
-/** What both phases of a prompt share: its batch, the pause it may wait on, and how it ends. */
-class PromptRun {
-  /** The batch that started this prompt (absent when run on its own). */
-  readonly batch: ExternalWorkflowHandle | undefined;
-  /** Time spent waiting for `unblock`; it does not count against the job's deadline. */
-  pausedMs = 0;
-  /** Task queue, fairness and priority of the gateway calls (empty: the workflow's own queue). */
-  gateway: Partial<ReturnType<typeof gatewayActivityOptions>> = {};
-  /** When this prompt last went on after a refused key (or started): lifts a worker's local key refusal. */
-  unblockedAt = Date.now();
-  /** Patch `unattended` (issue 17): submit outcomes are reported to the batch (breaker, unreachable pause). */
-  unattended = false;
-  /** Patch `capacity-gate` (issue 18, set by the batch in the input): a capacity refusal waits for a slot. */
-  capacityGate = false;
-  private unblocked = false;
-  private readonly base: RowFields;
-
-  constructor(readonly input: PromptInput) {
-    const parent = workflowInfo().parent;
-    this.batch = parent ? getExternalWorkflowHandle(parent.workflowId) : undefined;
-    setHandler(unblockSignal, () => void (this.unblocked = true));
-    this.base = rowFields(input.row);
-  }
-
-  finish(rest: Omit<PromptResult, keyof RowFields | 'finishedAt'>): PromptResult {
-    upsertSearchAttributes([{ key: StateAttr, value: rest.status }]);
-    return { ...this.base, ...rest, finishedAt: new Date().toISOString() };
-  }
-
-  /** 401/403: tell the batch (it pauses) and wait until it says the key was fixed. */
-  async waitForUnblock(failure: ApplicationFailure): Promise<void> {
-    const since = Date.now();
-    this.unblocked = false;
-    upsertSearchAttributes([{ key: StateAttr, value: 'blocked' }]);
-    if (this.batch)
-      await this.batch.signal(promptBlockedSignal, { rowId: this.input.row.id, reason: failure.message });
-    await condition(() => this.unblocked);
-    this.unblockedAt = Date.now();
-    this.pausedMs += Date.now() - since;
-  }
-
-  /**
-   * Tells the batch what became of a submit (patch `unattended`). With `wait`, then waits for the batch's go
-   * (`unblock`): at once unless the batch paused, or after `timeoutMs` at most. Throws when cancelled.
-   */
-  async report(outcome: Omit<PromptSubmitOutcome, 'rowId'>, wait = false, timeoutMs?: number): Promise<void> {
-    if (!this.unattended || !this.batch) return;
-    const since = Date.now();
-    this.unblocked = false;
-    try {
-      await this.batch.signal(promptSubmitOutcomeSignal, { rowId: this.input.row.id, ...outcome });
-    } catch (err) {
-      // A report is advice: a cancelled batch, or one that is gone, must not fail the row (or lose its job
-      // id); only a wait that was asked for hears of the cancellation.
-      if (wait && isCancellation(err)) throw err;
-      return;
-    }
-    if (!wait) return;
-    if (timeoutMs === undefined) await condition(() => this.unblocked);
-    else await condition(() => this.unblocked, timeoutMs);
-    this.pausedMs += Date.now() - since;
-  }
-
-  /**
-   * A submit refused with 429 (patch `capacity-gate`): tells the batch and waits for its go. Under a running-
-   * jobs cap that comes when one of the batch's jobs finishes or a Retry-After has passed; under a rate limit,
-   * after the Retry-After. At most the longer of twice the Retry-After and CAPACITY_WAIT_MAX_MS (then it tries
-   * again, keeping its place). Without a batch to ask, sleeps the Retry-After. Throws when cancelled.
-   */
-  async waitForSlot(retryAfterMs: number): Promise<void> {
-    this.unblocked = false;
-    try {
-      if (!this.batch) throw new Error('no batch');
-      await this.batch.signal(promptSubmitOutcomeSignal, {
-        rowId: this.input.row.id,
-        outcome: 'capacity',
-        retryAfterMs,
-        waiting: true,
-      });
-    } catch (err) {
-      if (isCancellation(err)) throw err;
-      await sleep(retryAfterMs, { summary: '429: waiting as Retry-After asked' });
-      return;
-    }
-    await condition(() => this.unblocked, Math.max(2 * retryAfterMs, CAPACITY_WAIT_MAX_MS));
-  }
-}
-
-/** The longest a prompt waits for its batch's submission slot before it tries again (a bound, not a pace). */
-const CAPACITY_WAIT_MAX_MS = 5 * 60_000;
-
-/**
- * Submits the row's job: transient errors are retried by Temporal with the same Idempotency-Key; a 429 tells
- * the batch and sleeps durably for Retry-After; a 401/403 waits for the batch to resume; anything else ends
- * the row as failed.
- */
-async function submitOnce(
-  prompt: PromptRun,
-): Promise<{ submitted: SubmitResult; rateLimits: number } | { failed: PromptResult }> {
-  const { row, batchId } = prompt.input;
-  const { submitJob } = proxyActivities<Activities>({
-    startToCloseTimeout: prompt.input.activityTimeoutMs,
-    retry: RETRY_POLICIES.submitJob,
-  });
-  let rateLimits = 0;
-  for (;;) {
-    try {
-      const submitted = await submitJob.executeWithOptions({ summary: `submit row ${row.id}` }, [
-        { batchId, row },
-      ]);
-      return { submitted, rateLimits };
-    } catch (err) {
-      if (isCancellation(err)) {
-        return {
-          failed: prompt.finish({
-            status: 'failed',
-            attempts: 1 + rateLimits,
-            polls: 0,
-            errorCode: 'cancelled',
-            errorMessage: 'the batch was cancelled before this row was submitted',
-          }),
-        };
-      }
-      const failure = applicationFailure(err);
-      if (failure?.type === FailureType.RateLimited) {
-        const { retryAfterMs } = (failure.details?.[0] ?? { retryAfterMs: DEFAULT_RETRY_AFTER_MS }) as {
-          retryAfterMs: number;
-        };
-        if (prompt.batch)
-          await prompt.batch.signal(promptRateLimitedSignal, {
-            rowId: row.id,
-            untilMs: Date.now() + retryAfterMs,
-          });
-        rateLimits += 1;
-        await sleep(retryAfterMs, {
-          summary: `429: waiting ${Math.ceil(retryAfterMs / 1000)} s as Retry-After asked`,
-        });
-      } else if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
-        await prompt.waitForUnblock(failure);
-      } else {
-        return {
-          failed: prompt.finish({
-            status: 'failed',
-            attempts: 1 + rateLimits,
-            polls: 0,
-            errorCode: failureCode(failure, 'submit_failed'),
-            errorMessage: failure?.message ?? String(err),
-          }),
-        };
-      }
-    }
-  }
-}
-
-/**
- * Polls the submitted job until it is terminal (downloading it with --download) or its deadline passes;
- * 401/403 wait for the batch to resume, and the time paused does not count against the deadline.
- */
-async function pollUntilDone(
-  prompt: PromptRun,
-  submitted: SubmitResult,
-  rateLimits: number,
-): Promise<PromptResult> {
-  const { input } = prompt;
-  const { poll } = input;
-  const common = {
-    jobId: submitted.jobId,
-    attempts: submitted.attempts + rateLimits,
-    submittedAt: new Date(submitted.submittedAt).toISOString(),
-  };
-
-  const deadlinePassed = () =>
-    prompt.finish({
-      ...common,
-      status: 'failed',
-      polls: 0,
-      errorCode: 'deadline_exceeded',
-      errorMessage: `job ${submitted.jobId} did not finish within ${Math.round(input.jobDeadlineMs / 1000)} s`,
-    });
-
-  for (;;) {
-    const remaining = submitted.submittedAt + input.jobDeadlineMs + prompt.pausedMs - Date.now();
-    if (remaining <= 0) return deadlinePassed();
-    const { pollJob } = proxyActivities<Activities>({
-      startToCloseTimeout: input.activityTimeoutMs,
-      scheduleToCloseTimeout: remaining,
-      retry: RETRY_POLICIES.pollJob(poll.intervalMs),
-    });
-    let outcome: PollOutcome;
-    try {
-      outcome = await pollJob.executeWithOptions({ summary: `poll job ${submitted.jobId}` }, [
-        { jobId: submitted.jobId, submittedAt: submitted.submittedAt, poll },
-      ]);
-    } catch (err) {
-      if (isCancellation(err)) {
-        return prompt.finish({
-          ...common,
-          status: 'failed',
-          polls: 0,
-          errorCode: 'cancelled',
-          errorMessage: `the batch was cancelled; job ${submitted.jobId} was submitted and may still finish at the gateway`,
-        });
-      }
-      // The deadline (schedule-to-close) can pass during an attempt (TimeoutFailure) or while waiting for the
-      // next one (retry state TIMEOUT, with the last attempt's failure as cause).
-      if (
-        err instanceof ActivityFailure &&
-        (err.cause instanceof TimeoutFailure || err.retryState === 'TIMEOUT')
-      ) {
-        return deadlinePassed();
-      }
-      const failure = applicationFailure(err);
-      if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
-        await prompt.waitForUnblock(failure);
-        continue;
-      }
-      return pollFailed(prompt, common, failure, err);
-    }
-    return pollFinished(prompt, common, outcome);
-  }
-}
-
-/** What a submitted row's result carries whatever the poll's outcome: its job, its submit attempts. */
-type PollCommon = Pick<PromptResult, 'attempts'> & Partial<PromptResult>;
-
-/** A poll that failed for good (not a pause, a cancellation or the deadline): the row fails with its code. */
-function pollFailed(
-  prompt: PromptRun,
-  common: PollCommon,
-  failure: ApplicationFailure | undefined,
-  err: unknown,
-): PromptResult {
-  return prompt.finish({
-    ...common,
-    status: 'failed',
-    polls: 0,
-    errorCode: failureCode(failure, 'poll_failed'),
-    errorMessage: failure?.message ?? String(err),
-  });
-}
-
-/** The job finished: the row ends with its outcome, after the video is fetched when asked (--download). */
-async function pollFinished(
-  prompt: PromptRun,
-  common: PollCommon,
-  outcome: PollOutcome,
-): Promise<PromptResult> {
-  const { input } = prompt;
-  if (outcome.status === 'succeeded' && outcome.url && input.downloadDir) {
-    return prompt.finish({ ...common, ...outcome, ...(await download(input, outcome.url)) });
-  }
-  return prompt.finish({ ...common, ...outcome });
-}
-
-/** Fetches the finished video right away (result URLs expire at many providers); a failure is recorded, not fatal. */
-async function download(input: PromptInput, url: string): Promise<Partial<PromptResult>> {
-  const { downloadVideo } = proxyActivities<Activities>({
-    startToCloseTimeout: '10m',
-    retry: RETRY_POLICIES.downloadVideo,
-  });
-  try {
-    const got = await downloadVideo.executeWithOptions({ summary: `download ${input.row.id}.mp4` }, [
-      { url, dir: input.downloadDir!, name: `${input.row.id}.mp4`, parameters: input.row.parameters },
-    ]);
-    // Issue 19: with --verify strict a video that differs from its request ends the row failed, its job id,
-    // URL and file kept; nothing is submitted again unless `retry-failed --code video_mismatch` asks.
-    const { verification } = got;
-    if (input.verify === 'strict' && verification && !verification.ok && patched(PATCH_VERIFY_STRICT)) {
-      return {
-        ...got,
-        status: 'failed',
-        errorCode: VIDEO_MISMATCH_CODE,
-        errorMessage: `the video differs from the request: ${verification.problems.join('; ')}`,
-      };
-    }
-    return got;
-  } catch (err) {
-    const failure = applicationFailure(err);
-    return { downloadError: failure?.message ?? String(err) };
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Spend safety (issue 10), for prompts started with the `spend-safety` patch. What changes:
-// - a known job (from an earlier run) is checked before paying for another;
-// - a submit whose outcome is unknown is resent with the same key at most `maxUnknownResends` times, or the
-//   row fails with `submit_unknown`; every unknown outcome is counted on the row (`unknownSubmits`);
-// - the submit activity runs in a non-cancellable scope, so a cancel never loses the id of a job in flight;
-//   rows cancelled while waiting (Retry-After, refused key, polling) end as `cancelled` with their job id;
-// - the deadline is decided by the poll activity from a real status check, never by a timeout of waiting.
-
-/** Code of a row whose submit outcome stayed unknown (it may be billed); `retry-failed --code` re-sends it. */
-export const SUBMIT_UNKNOWN_CODE = 'submit_unknown';
-
-interface SpendState {
-  generation: number;
-  unknownSubmits: number;
-  /** Submit activities started (rate limits and resends included), for `attempts`. */
-  rateLimits: number;
-}
-
-function cancelledResult(
-  prompt: PromptRun,
-  spend: SpendState,
-  jobId: string | undefined,
-  waiting: string,
-): PromptResult {
-  return prompt.finish({
-    status: 'failed',
-    attempts: spend.rateLimits + spend.unknownSubmits + (jobId ? 1 : 0),
-    polls: 0,
-    errorCode: 'cancelled',
-    errorMessage: jobId
-      ? `the batch was cancelled while ${waiting}; job ${jobId} was submitted and may still finish at the gateway`
-      : `the batch was cancelled while ${waiting}; no job id is known for this row` +
-        (spend.unknownSubmits
-          ? ` (${spend.unknownSubmits} submit(s) with an unknown outcome may have made one)`
-          : ''),
-    ...(jobId ? { jobId } : {}),
-    ...spendFields(spend),
-  });
-}
-
-function spendFields(spend: SpendState): Pick<PromptResult, 'unknownSubmits' | 'generation'> {
-  return {
-    ...(spend.unknownSubmits > 0 ? { unknownSubmits: spend.unknownSubmits } : {}),
-    generation: spend.generation,
-  };
-}
-
-async function spendSafePrompt(prompt: PromptRun): Promise<PromptResult> {
-  const { input } = prompt;
-  prompt.unattended = patched(PATCH_UNATTENDED);
-  // Only batches with the capacity-gate patch set it: prompts of older batches never see it.
-  prompt.capacityGate = prompt.unattended && input.capacityGate === true;
-  // Unknown outcomes of earlier runs count too: "at most 1 + N jobs" holds for the row's whole life.
-  const spend: SpendState = {
-    generation: input.keyGeneration ?? 0,
-    unknownSubmits: prompt.unattended ? (input.priorUnknownSubmits ?? 0) : 0,
-    rateLimits: 0,
-  };
+  const run = new PromptRun(input);
   if (input.knownJobId) {
-    // The known job belongs to the previous generation: keyGeneration is what a new submit would use.
-    const known = await checkKnownJob(prompt, input.knownJobId, {
-      ...spend,
-      generation: Math.max(0, spend.generation - 1),
-    });
+    const known = await run.checkKnownJob();
     if (known) return known;
   }
-  const submit = await submitSpendSafe(prompt, spend);
-  if ('failed' in submit) return submit.failed;
-  upsertSearchAttributes([{ key: StateAttr, value: 'running' }]);
-  return pollSpendSafe(prompt, submit.submitted, spend, { fresh: true });
+  const failed = await run.submit();
+  if (failed) return failed;
+  setState('running');
+  return run.poll(true);
 }
 
-/**
- * Checks a job an earlier run made: finished -> its result (no new job); unfinished -> polled to the end;
- * failed or gone -> undefined (the caller submits a new job with the next key generation).
- */
-async function checkKnownJob(
-  prompt: PromptRun,
-  jobId: string,
-  spend: SpendState,
-): Promise<PromptResult | undefined> {
-  const { checkJob } = proxyActivities<Activities>({
-    ...prompt.gateway,
-    startToCloseTimeout: prompt.input.activityTimeoutMs,
-    retry: RETRY_POLICIES.checkJob,
-  });
-  for (;;) {
-    try {
-      const check = await checkJob.executeWithOptions({ summary: `check known job ${jobId}` }, [
-        { jobId, unblockedAt: prompt.unblockedAt },
-      ]);
-      if (check.state === 'succeeded') {
-        const outcome = { status: 'succeeded' as const, url: check.url, polls: 1 };
-        const base = { jobId, attempts: 0, ...spendFields(spend) };
-        if (prompt.input.downloadDir)
-          return prompt.finish({ ...base, ...outcome, ...(await download(prompt.input, check.url)) });
-        return prompt.finish({ ...base, ...outcome });
-      }
-      if (check.state === 'no_url') {
-        // Paid, but nothing to fetch: not paid for again; the job id stays for a later check.
-        return prompt.finish({
-          status: 'failed',
-          jobId,
-          attempts: 0,
-          polls: 1,
-          errorCode: NO_VIDEO_URL_CODE,
-          errorMessage: check.errorMessage,
-          ...spendFields(spend),
-        });
-      }
-      if (check.state === 'unfinished') {
-        upsertSearchAttributes([{ key: StateAttr, value: 'running' }]);
-        // Its submit time is not known here: the deadline counts from now.
-        return pollSpendSafe(prompt, { jobId, submittedAt: Date.now(), attempts: 0 }, spend);
-      }
-      return undefined; // failed or gone: a new job is the only way to get this row's video
-    } catch (err) {
-      if (isCancellation(err)) return cancelledResult(prompt, spend, jobId, 'checking its known job');
-      const failure = applicationFailure(err);
-      if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
-        try {
-          await prompt.waitForUnblock(failure);
-        } catch (e) {
-          if (isCancellation(e))
-            return cancelledResult(prompt, spend, jobId, 'waiting for a working API key');
-          throw e;
-        }
+class PromptRun {
+  readonly state: PromptState;
+  private readonly batch: BatchLink;
+  /** Gateway calls go to the rate-limited gateway queue, fair between batches (docs/rate-budget.md). */
+  private readonly gateway: ReturnType<typeof gatewayActivityOptions>;
+
+  constructor(private readonly input: PromptInput) {
+    this.state = new PromptState(input, Date.now());
+    this.batch = new BatchLink(this.state);
+    this.gateway = gatewayActivityOptions({
+      taskQueue: workflowInfo().taskQueue,
+      batchId: input.batchId,
+      priority: input.priority,
+      weight: input.weight,
+    });
+  }
+
+  /**
+   * Checks the job an earlier run made: finished -> its result (no new job); unfinished -> polled to the end;
+   * failed or gone -> undefined (a new job is submitted with the next key generation).
+   */
+  async checkKnownJob(): Promise<PromptResult | undefined> {
+    const { state } = this;
+    const jobId = state.jobId!;
+    const { checkJob } = proxyActivities<Activities>({
+      ...this.gateway,
+      startToCloseTimeout: this.input.activityTimeoutMs,
+      retry: RETRY_POLICIES.checkJob,
+    });
+    for (;;) {
+      let step: KnownJobStep;
+      try {
+        const check = await checkJob.executeWithOptions({ summary: `check known job ${jobId}` }, [
+          { jobId, unblockedAt: state.unblockedAt },
+        ]);
+        step = state.checked(check);
+      } catch (err) {
+        if (isCancellation(err)) return finish(state, state.cancelled('checking its known job'));
+        const error = activityError(err);
+        if (state.checkFailed(error) === 'failed')
+          return finish(state, state.checkRefused(error, String(err)));
+        const waited = await orCancelled(state, 'waiting for a working API key', () =>
+          this.batch.waitForUnblock(error!.message),
+        );
+        if (waited.cancelled) return waited.cancelled;
         continue;
       }
-      return prompt.finish({
-        status: 'failed',
-        jobId,
-        attempts: 0,
-        polls: 1,
-        errorCode: failureCode(failure, 'check_failed'),
-        errorMessage: failure?.message ?? String(err),
-        ...spendFields(spend),
-      });
+      if (step.kind === 'succeeded') return this.finished({ status: 'succeeded', url: step.url, polls: 1 });
+      if (step.kind === 'noUrl') return finish(state, state.noVideoUrl(step.errorMessage));
+      if (step.kind === 'submit') return undefined;
+      setState('running');
+      state.polling(Date.now());
+      return this.poll(false);
     }
   }
-}
 
-/** Submits with the unknown-outcome policy; waits for Retry-After and a refused key durably and cancellably. */
-async function submitSpendSafe(
-  prompt: PromptRun,
-  spend: SpendState,
-): Promise<{ submitted: SubmitResult } | { failed: PromptResult }> {
-  const { row, batchId } = prompt.input;
-  const policy = prompt.input.onUnknownSubmit ?? DEFAULT_ON_UNKNOWN_SUBMIT;
-  const maxResends = prompt.input.maxUnknownResends ?? DEFAULT_MAX_UNKNOWN_RESENDS;
-  const { submitJob } = proxyActivities<Activities>({
-    ...prompt.gateway,
-    startToCloseTimeout: prompt.input.submitTimeoutMs ?? DEFAULT_SUBMIT_TIMEOUT_MS,
-    // Not a command attribute replay compares: running workflows get it on their next submit.
-    heartbeatTimeout: SUBMIT_HEARTBEAT_TIMEOUT_MS,
-    retry: RETRY_POLICIES.submitJob,
-  });
-  const scope = CancellationScope.current();
-  for (;;) {
-    if (scope.consideredCancelled)
-      return { failed: cancelledResult(prompt, spend, undefined, 'waiting to submit') };
-    let submitted: SubmitResult | undefined;
-    let failure: ApplicationFailure | undefined;
-    let error: unknown;
-    // Never cancelled mid-flight: a submit that reaches the gateway must bring its job id home.
-    await CancellationScope.nonCancellable(async () => {
+  /**
+   * Submits with the unknown-outcome policy; waits for a slot after a 429 and for a refused key durably and
+   * cancellably. Returns the row's result when it ended without a job; undefined once a job id came back.
+   */
+  async submit(): Promise<PromptResult | undefined> {
+    const { state, input } = this;
+    const { submitJob } = proxyActivities<Activities>({
+      ...this.gateway,
+      startToCloseTimeout: input.submitTimeoutMs,
+      heartbeatTimeout: SUBMIT_HEARTBEAT_TIMEOUT_MS,
+      retry: RETRY_POLICIES.submitJob,
+    });
+    const scope = CancellationScope.current();
+    for (;;) {
+      if (scope.consideredCancelled) return finish(state, state.cancelled('waiting to submit'));
+      let error: ActivityError | undefined;
+      let thrown: unknown;
+      // Never cancelled mid-flight: a submit that reaches the gateway must bring its job id home.
+      const submitted = await CancellationScope.nonCancellable(() =>
+        submitJob
+          .executeWithOptions({ summary: `submit row ${input.row.id}` }, [state.submitInput()])
+          .catch((err: unknown) => {
+            thrown = err;
+            error = activityError(err);
+            return undefined;
+          }),
+      );
+      if (submitted) {
+        if (scope.consideredCancelled) {
+          state.jobId = submitted.jobId;
+          return finish(state, state.cancelled('its submit was in flight'));
+        }
+        state.sent(submitted);
+        await this.batch.report({ outcome: 'sent' }, false);
+        return undefined;
+      }
+      const step = state.submitFailed(error);
+      if (step.kind === 'unknown') {
+        let resend = step.resend && !scope.consideredCancelled;
+        try {
+          // The breaker: the batch may hold this resend until someone looked at the gateway and resumed.
+          await this.batch.report({ outcome: 'unknown', waiting: resend, reason: error!.message }, resend);
+        } catch (err) {
+          if (!isCancellation(err)) throw err;
+          resend = false;
+        }
+        if (resend) continue; // the same key: a gateway that honours it returns the job the lost answer was about
+        if (scope.consideredCancelled) return finish(state, state.cancelled('its submit was in flight'));
+        return finish(state, state.unknownFailed(error!));
+      }
+      if (step.kind === 'failed') return finish(state, state.submitRefused(error, String(thrown)));
+      const waited = await orCancelled(state, WAITING[step.kind], () => {
+        // Nothing was sent: the batch pauses with the reason; try again in a minute, or at once on resume.
+        if (step.kind === 'unreachable')
+          return this.batch.report(
+            {
+              outcome: 'unreachable',
+              reason: error!.message,
+              ...(step.sinceMs ? { sinceMs: step.sinceMs } : {}),
+            },
+            true,
+            step.retryMs,
+          );
+        // The batch tells a running-jobs cap (docs/rate-budget.md) from a rate limit: under a cap the row
+        // waits for the batch's slot, not to wake with every other refused row; else until Retry-After.
+        if (step.kind === 'capacity') return this.batch.waitForSlot(step.retryAfterMs);
+        return this.batch.waitForUnblock(error!.message);
+      });
+      if (waited.cancelled) return waited.cancelled;
+    }
+  }
+
+  /**
+   * Polls the job until it is terminal; the poll activity decides the deadline from a real status check made
+   * after the state's deadline (submit time + job deadline + time paused). No schedule-to-close: waiting is
+   * not failing. `fresh`: the job was just submitted (a known job from an earlier run is checked at once).
+   */
+  async poll(fresh: boolean): Promise<PromptResult> {
+    const { state, input } = this;
+    const job = state.polling(Date.now());
+    const { pollJob } = proxyActivities<Activities>({
+      ...this.gateway,
+      startToCloseTimeout: input.activityTimeoutMs,
+      retry: RETRY_POLICIES.pollJob(input.poll.intervalMs),
+    });
+    const pollInput = () => ({
+      jobId: job.jobId,
+      submittedAt: job.submittedAt,
+      poll: input.poll,
+      deadlineAt: state.deadlineAt(),
+      unblockedAt: state.unblockedAt,
+    });
+    if (fresh) {
+      // Every dispatch on the gateway queue takes a token of the shared budget, so the wait for the first
+      // check is a timer rather than a pollJob attempt that sends nothing (docs/rate-budget.md); with spare
+      // budget, checks go earlier (first-check.ts).
+      const wait = {
+        gateway: this.gateway,
+        ...state.firstCheck(),
+        poll: pollInput(),
+        activityTimeoutMs: input.activityTimeoutMs,
+        intervalMs: input.poll.intervalMs,
+      };
+      const waited = await orCancelled(state, 'polling', async () => {
+        if (spareChecksApply(wait)) return waitWithSpareChecks(wait);
+        if (wait.dueAt > Date.now())
+          await sleep(wait.dueAt - Date.now(), { summary: `first status check of job ${job.jobId}` });
+        return undefined;
+      });
+      if (waited.cancelled) return waited.cancelled;
+      if (waited.value) return this.finished(waited.value);
+    }
+    for (;;) {
+      let outcome: PollOutcome;
       try {
-        submitted = await submitJob.executeWithOptions({ summary: `submit row ${row.id}` }, [
-          {
-            batchId,
-            row,
-            generation: spend.generation,
-            ...(prompt.input.outDir ? { outDir: prompt.input.outDir } : {}),
-            unblockedAt: prompt.unblockedAt,
-            ...(prompt.input.keyBatchId ? { keyBatchId: prompt.input.keyBatchId } : {}),
-            ...(prompt.unattended && spend.unknownSubmits > 0 ? { afterUnknown: true } : {}),
-            ...(prompt.unattended
-              ? { unreachableAfterMs: prompt.input.unreachablePauseMs ?? DEFAULT_UNREACHABLE_PAUSE_MS }
-              : {}),
-          },
+        outcome = await pollJob.executeWithOptions({ summary: `poll job ${job.jobId}` }, [
+          { ...pollInput(), ...(fresh ? { checkNow: true } : {}) },
         ]);
       } catch (err) {
-        error = err;
-        failure = applicationFailure(err);
-      }
-    });
-    if (submitted) {
-      if (scope.consideredCancelled)
-        return { failed: cancelledResult(prompt, spend, submitted.jobId, 'its submit was in flight') };
-      await prompt.report({ outcome: 'sent' });
-      return {
-        submitted: { ...submitted, attempts: submitted.attempts + spend.rateLimits + spend.unknownSubmits },
-      };
-    }
-    if (failure?.type === FailureType.SubmitUnknown) {
-      spend.unknownSubmits += 1;
-      let resend = policy === 'resend' && spend.unknownSubmits <= maxResends && !scope.consideredCancelled;
-      try {
-        // The breaker: the batch may hold this resend until someone looked at the gateway and resumed.
-        await prompt.report({ outcome: 'unknown', waiting: resend, reason: failure.message }, resend);
-      } catch (err) {
-        if (!isCancellation(err)) throw err;
-        resend = false;
-      }
-      if (!resend) {
-        if (scope.consideredCancelled)
-          return { failed: cancelledResult(prompt, spend, undefined, 'its submit was in flight') };
-        return {
-          failed: prompt.finish({
-            status: 'failed',
-            attempts: spend.rateLimits + spend.unknownSubmits,
-            polls: 0,
-            errorCode: SUBMIT_UNKNOWN_CODE,
-            errorMessage:
-              `${failure.message}. The outcome of ${spend.unknownSubmits} submit(s) is unknown: the gateway may ` +
-              `have created (and billed) a job whose id vidbatch never received` +
-              (policy === 'fail'
-                ? ' (--on-unknown-submit fail: not re-sent)'
-                : ` (resent ${maxResends} time(s), the most --max-unknown-resends allows)`),
-            ...spendFields(spend),
-          }),
-        };
-      }
-      continue; // the same key: a gateway that honours it returns the job the lost answer was about
-    }
-    try {
-      if (failure?.type === FailureType.GatewayUnreachable) {
-        // Nothing was sent: the batch pauses with the reason; try again in a minute, or at once on resume.
-        const { sinceMs } = (failure.details?.[0] ?? {}) as { sinceMs?: number };
-        await prompt.report(
-          { outcome: 'unreachable', reason: failure.message, ...(sinceMs ? { sinceMs } : {}) },
-          true,
-          unreachableRetryMs(prompt.input.unreachablePauseMs),
+        if (isCancellation(err)) return finish(state, state.cancelled('polling'));
+        const error = activityError(err);
+        if (state.pollFailed(error) === 'failed') return finish(state, state.pollRefused(error, String(err)));
+        const waited = await orCancelled(state, 'waiting for a working API key', () =>
+          this.batch.waitForUnblock(error!.message),
         );
+        if (waited.cancelled) return waited.cancelled;
         continue;
       }
-      if (failure?.type === FailureType.RateLimited) {
-        const { retryAfterMs } = (failure.details?.[0] ?? { retryAfterMs: DEFAULT_RETRY_AFTER_MS }) as {
-          retryAfterMs: number;
-        };
-        spend.rateLimits += 1;
-        if (prompt.capacityGate) {
-          // The batch tells a running-jobs cap (docs/rate-budget.md) from a rate limit: under a cap the row
-          // waits for the batch's slot, not to wake with every other refused row; else until Retry-After.
-          await prompt.waitForSlot(retryAfterMs);
-          continue;
-        }
-        if (prompt.batch)
-          await prompt.batch.signal(promptRateLimitedSignal, {
-            rowId: row.id,
-            untilMs: Date.now() + retryAfterMs,
-          });
-        await sleep(retryAfterMs, {
-          summary: `429: waiting until ${new Date(Date.now() + retryAfterMs).toISOString()} as Retry-After asked`,
-        });
-      } else if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
-        await prompt.waitForUnblock(failure);
-      } else {
-        return {
-          failed: prompt.finish({
-            status: 'failed',
-            attempts: 1 + spend.rateLimits + spend.unknownSubmits,
-            polls: 0,
-            errorCode: failureCode(failure, 'submit_failed'),
-            errorMessage: failure?.message ?? String(error),
-            ...spendFields(spend),
-          }),
-        };
-      }
+      return this.finished(outcome);
+    }
+  }
+
+  /** The job ended: the row ends with its outcome, after the video is fetched when asked (--download). */
+  private async finished(outcome: PollOutcome): Promise<PromptResult> {
+    const { state } = this;
+    const fields = state.finished(outcome);
+    if (!state.wantsDownload(outcome)) return finish(state, fields);
+    return finish(state, { ...fields, ...(await this.download(outcome.url)) });
+  }
+
+  /** Fetches the finished video right away (result URLs expire at many providers); a failure is recorded. */
+  private async download(url: string): Promise<Partial<PromptResult>> {
+    const { row, downloadDir } = this.input;
+    const { downloadVideo } = proxyActivities<Activities>({
+      startToCloseTimeout: '10m',
+      retry: RETRY_POLICIES.downloadVideo,
+    });
+    try {
+      const got = await downloadVideo.executeWithOptions({ summary: `download ${row.id}.mp4` }, [
+        { url, dir: downloadDir!, name: `${row.id}.mp4`, parameters: row.parameters },
+      ]);
+      return this.state.downloaded(got);
     } catch (err) {
-      if (isCancellation(err)) {
-        const waiting =
-          failure?.type === FailureType.RateLimited
-            ? 'waiting for Retry-After'
-            : failure?.type === FailureType.GatewayUnreachable
-              ? 'waiting for the gateway to answer'
-              : 'waiting for a working API key';
-        return { failed: cancelledResult(prompt, spend, undefined, waiting) };
-      }
-      throw err;
+      return { downloadError: activityError(err)?.message ?? String(err) };
     }
   }
 }
 
-/**
- * Polls the job until it is terminal; the poll activity decides the deadline from a real status check made
- * after `deadlineAt` (submit time + job deadline + time paused). No schedule-to-close: waiting is not failing.
- * `fresh`: the job was just submitted (not a known job from an earlier run, which is checked at once).
- */
-async function pollSpendSafe(
-  prompt: PromptRun,
-  submitted: SubmitResult,
-  spend: SpendState,
-  { fresh = false } = {},
-): Promise<PromptResult> {
-  const { input } = prompt;
-  const common = {
-    jobId: submitted.jobId,
-    attempts: submitted.attempts,
-    submittedAt: new Date(submitted.submittedAt).toISOString(),
-    ...spendFields(spend),
-    ...(submitted.journalError ? { journalError: submitted.journalError } : {}),
-  };
-  const { pollJob } = proxyActivities<Activities>({
-    ...prompt.gateway,
-    startToCloseTimeout: input.activityTimeoutMs,
-    retry: RETRY_POLICIES.pollJob(input.poll.intervalMs),
-  });
-  // Submit time + job deadline + time paused so far (a pause moves it).
-  const deadlineAt = () => submitted.submittedAt + input.jobDeadlineMs + prompt.pausedMs;
-  // On the gateway queue every dispatch takes a token of the shared budget, so the wait for the first check
-  // is a timer here rather than a pollJob attempt that sends nothing (docs/rate-budget.md); with spare
-  // budget, checks go earlier (first-check.ts).
-  let checkNow = false;
-  if (fresh && prompt.gateway.taskQueue !== undefined && patched(PATCH_FIRST_CHECK_TIMER)) {
-    const adaptive = input.poll.adaptive !== false;
-    const learned = adaptive ? submitted.firstCheckAgeMs : undefined;
-    const dueAt = Math.min(submitted.submittedAt + (learned ?? input.poll.firstPollMs), deadlineAt() + 100);
-    const spareAge = adaptive ? submitted.spareCheckAgeMs : undefined;
-    const wait = {
-      gateway: prompt.gateway,
-      dueAt,
-      spareFrom: spareAge === undefined ? undefined : submitted.submittedAt + spareAge,
-      poll: {
-        jobId: submitted.jobId,
-        submittedAt: submitted.submittedAt,
-        poll: input.poll,
-        deadlineAt: deadlineAt(),
-        unblockedAt: prompt.unblockedAt,
-      },
-      activityTimeoutMs: input.activityTimeoutMs,
-      intervalMs: input.poll.intervalMs,
-    };
-    try {
-      if (spareChecksApply(wait) && patched(PATCH_SPARE_CHECKS)) {
-        const early = await waitWithSpareChecks(wait);
-        if (early) return pollFinished(prompt, common, early);
-      } else if (dueAt > Date.now())
-        await sleep(dueAt - Date.now(), { summary: `first status check of job ${submitted.jobId}` });
-    } catch (err) {
-      if (isCancellation(err))
-        return { ...cancelledResult(prompt, spend, submitted.jobId, 'polling'), ...common };
-      throw err;
-    }
-    checkNow = true;
-  }
-  for (;;) {
-    let outcome: PollOutcome;
-    try {
-      outcome = await pollJob.executeWithOptions({ summary: `poll job ${submitted.jobId}` }, [
-        {
-          jobId: submitted.jobId,
-          submittedAt: submitted.submittedAt,
-          poll: input.poll,
-          deadlineAt: deadlineAt(),
-          unblockedAt: prompt.unblockedAt,
-          ...(checkNow ? { checkNow } : {}),
-        },
-      ]);
-    } catch (err) {
-      if (isCancellation(err))
-        return { ...cancelledResult(prompt, spend, submitted.jobId, 'polling'), ...common };
-      const failure = applicationFailure(err);
-      if (failure?.type === FailureType.Unauthorized || failure?.type === FailureType.Forbidden) {
-        try {
-          await prompt.waitForUnblock(failure);
-        } catch (e) {
-          if (isCancellation(e))
-            return {
-              ...cancelledResult(prompt, spend, submitted.jobId, 'waiting for a working API key'),
-              ...common,
-            };
-          throw e;
-        }
-        continue;
-      }
-      return pollFailed(prompt, common, failure, err);
-    }
-    return pollFinished(prompt, common, outcome);
-  }
-}
+/** What a cancelled row was waiting for, by the step that made it wait. */
+const WAITING = {
+  unreachable: 'waiting for the gateway to answer',
+  capacity: 'waiting for Retry-After',
+  blocked: 'waiting for a working API key',
+} as const;

@@ -11,7 +11,6 @@ import {
   condition,
   continueAsNew,
   log,
-  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -21,8 +20,6 @@ import type { RateBudgetActivities } from '../activities/rate-budget';
 import { formatReason, holdReason, type QueueLimit } from '../contract/limit-reason';
 import {
   nudgeSignal,
-  PATCH_LEARNER_V2,
-  PATCH_LEARNER_V3,
   pinRateSignal,
   rateBudgetQuery,
   rateReportSignal,
@@ -30,7 +27,7 @@ import {
   type RateBudgetSnapshot,
 } from '../contract/rate-budget';
 import { BatchShares, budgetMarkdown } from './batch-shares';
-import { LEARNER_V1, LEARNER_V2, RateLearner, seedState } from './rate-learner';
+import { RateLearner, seedState } from './rate-learner';
 
 const { applyQueueLimit } = proxyActivities<RateBudgetActivities>({
   startToCloseTimeout: '10s',
@@ -57,13 +54,9 @@ const MAX_HISTORY_EVENTS = 2000;
 
 export async function rateBudgetWorkflow(input: RateBudgetInput): Promise<void> {
   const { gatewayQueue } = input;
-  // Learners started before a patch keep that version's settings (their commands depend on them).
-  const v2 = patched(PATCH_LEARNER_V2);
-  const v3 = patched(PATCH_LEARNER_V3);
-  const options = v3 ? {} : v2 ? LEARNER_V2 : LEARNER_V1;
   // Signals that arrive meanwhile wait in the SDK's buffer until their handlers are set below.
-  const state = input.state ?? (v3 ? seedState(await lastLimit(gatewayQueue), Date.now()) : undefined);
-  const learner = new RateLearner(Date.now(), state, options);
+  const state = input.state ?? seedState(await lastLimit(gatewayQueue), Date.now());
+  const learner = new RateLearner(Date.now(), state);
   const shares = new BatchShares();
   let applied: number | null = null; // unknown until this run applies it
   let appliedAt = 0;
@@ -75,17 +68,14 @@ export async function rateBudgetWorkflow(input: RateBudgetInput): Promise<void> 
   // Defined before the handlers: signal-with-start's signal is delivered as soon as its handler is set.
   const reason = (now: number, rps: number): string => {
     const s = learner.state;
-    // From v3 the reason carries what a new learner is seeded from (contract/limit-reason.ts).
+    // The reason carries what a new learner is seeded from (contract/limit-reason.ts).
     const carried = {
       learned: s.limit,
       ceiling: s.ceiling,
       confirmations: s.confirmations,
       pinned: s.pinned ?? undefined,
     };
-    if (rps === 0)
-      return v3
-        ? holdReason(s.holdUntil, carried)
-        : `vidbatch: gateway Retry-After, held until ${new Date(s.holdUntil).toISOString()}`;
+    if (rps === 0) return holdReason(s.holdUntil, carried);
     let what: string;
     if (s.pinned !== null) what = 'pinned by an operator (--gateway-rps)';
     else if (s.ceiling === undefined) what = 'slow start (no 429 yet)';
@@ -93,7 +83,7 @@ export async function rateBudgetWorkflow(input: RateBudgetInput): Promise<void> 
       const probing = now - s.cutAt >= s.plateauMs;
       what = `${probing ? 'probing above' : 'settled under'} a 429 at ${s.ceiling.toFixed(2)} rps`;
     }
-    return v3 ? formatReason(what, carried) : `vidbatch: ${what}`;
+    return formatReason(what, carried);
   };
 
   setHandler(rateReportSignal, (report) => {
@@ -134,8 +124,8 @@ export async function rateBudgetWorkflow(input: RateBudgetInput): Promise<void> 
     const now = Date.now();
     learner.grow(now);
     const target = learner.target(now);
-    // v3: a hold made longer is written again, so the reason names its real end (the watchdogs read it).
-    const holdMoved = v3 && target === 0 && applied === 0 && appliedHold !== learner.state.holdUntil;
+    // A hold made longer is written again, so the reason names its real end (the watchdogs read it).
+    const holdMoved = target === 0 && applied === 0 && appliedHold !== learner.state.holdUntil;
     let dueAt: number | undefined;
     if (target !== applied || holdMoved) {
       const urgent = applied === null || target === 0 || applied === 0;

@@ -14,9 +14,7 @@
 // With `holdShortRetryAfter: false`, only a long Retry-After that status checks get too (a gateway-wide pause)
 // holds the whole queue at 0; a short one (the usual token-bucket 429) only cuts the limit, and the refused
 // calls wait their own Retry-After in the worker (not the default yet, see the constructor).
-// `confirmedCut: 0.95` settles closer under a confirmed ceiling (not the default either).
-// Learners started before the `learner-v3` patch keep the second version's settings (LEARNER_V2), before
-// `learner-v2` the first's (LEARNER_V1).
+// `confirmedCut: 0.95` settles closer under a confirmed ceiling.
 import { parseReason, type QueueLimit } from '../contract/limit-reason';
 import type { LearnerState, RateReport } from '../contract/rate-budget';
 
@@ -29,37 +27,13 @@ export interface LearnerOptions {
   plateauMs?: number;
   /** The limit after a 429, as a share of the rate at which it hit (default 0.9). */
   cut?: number;
-  /**
-   * A probe stopped by a 429 below this multiple of the last ceiling keeps that ceiling (default 1: the new,
-   * higher one counts). Over 1, an early ceiling set too low is never corrected.
-   */
-  sameWall?: number;
   /** Fastest growth per second while probing (x). */
   probeMax?: number;
-  /** A submit-only 429 reads as a capacity cap only if a status check was answered meanwhile (default false). */
-  capacityNeedsAnsweredCheck?: boolean;
-  /** Measure the workers' rate by requests sent (default) rather than by dispatches (v1). */
-  countRequests?: boolean;
-  /** Hold the queue at 0 for every 429's Retry-After, however short (default, v1, v2); else only a long one. */
+  /** Hold the queue at 0 for every 429's Retry-After, however short; else (default) only a long one. */
   holdShortRetryAfter?: boolean;
   /** The limit after a 429 once a ceiling is confirmed (default: the same as `cut`). */
   confirmedCut?: number;
 }
-
-/** The second learner's settings, kept for learners started before the `learner-v3` patch. */
-export const LEARNER_V2: LearnerOptions = { holdShortRetryAfter: true, confirmedCut: 0.9, probeMax: 1.25 };
-
-/** The first learner's settings, kept for learners started before the `learner-v2` patch. */
-export const LEARNER_V1: LearnerOptions = {
-  initialRate: 2,
-  cut: 0.95,
-  sameWall: 1.25,
-  probeMax: 1.25,
-  capacityNeedsAnsweredCheck: true,
-  countRequests: false,
-  holdShortRetryAfter: true,
-  confirmedCut: 0.95,
-};
 
 const SLOW_START = 2; // x per saturated second until the first 429
 // Probing: +5% per saturated second at first, 2 points more each second, at most +25%/s: a limit change takes
@@ -93,10 +67,7 @@ export class RateLearner {
   private readonly minPlateauMs: number;
   private readonly maxRate: number;
   private readonly cut: number;
-  private readonly sameWall: number;
   private readonly probeMax: number;
-  private readonly capacityNeedsAnsweredCheck: boolean;
-  private readonly countRequests: boolean;
   private readonly holdShortRetryAfter: boolean;
   private readonly confirmedCut: number;
   /** 429s seen by this run (not carried; for the snapshot). */
@@ -107,17 +78,14 @@ export class RateLearner {
     this.minPlateauMs = options.plateauMs ?? 5000;
     this.maxRate = options.maxRate ?? 1000;
     this.cut = options.cut ?? 0.9;
-    this.sameWall = options.sameWall ?? 1;
-    // v3: a probe grows the limit by at most 10% a second (v2: 25%). A 429 is seen about two seconds after the
+    // A probe grows the limit by at most 10% a second. A 429 is seen about two seconds after the
     // limit that drew it (reports each second, a new limit applies a second later), so a fast probe overshoots
-    // far, and its 429 reads as a new, higher ceiling (v2 against 5 rps: probes to 8 rps, 0.13 429s per job).
+    // far, and its 429 reads as a new, higher ceiling.
     this.probeMax = options.probeMax ?? 1.1;
-    this.capacityNeedsAnsweredCheck = options.capacityNeedsAnsweredCheck ?? false;
-    this.countRequests = options.countRequests ?? true;
-    // v3: a short Retry-After (a token bucket's 429) only cuts; the refused calls wait it out in their worker,
+    // A short Retry-After (a token bucket's 429) only cuts; the refused calls wait it out in their worker,
     // per kind (gateway/retry-after-hold.ts), while the rest of the queue goes on at the cut rate.
     this.holdShortRetryAfter = options.holdShortRetryAfter ?? false;
-    // v3: a ceiling confirmed by a second 429 at the same rate is well measured: settle closer under it.
+    // A ceiling confirmed by a second 429 at the same rate is well measured: settle closer under it.
     this.confirmedCut = options.confirmedCut ?? 0.95;
     this.state = state ?? initialState(options);
     this.grownAt = now;
@@ -152,12 +120,10 @@ export class RateLearner {
   }
 
   /**
-   * What binds the limit: v2 counts requests the workers sent (answered or 429), v1 dispatches. They differ
-   * while workers hold calls for a Retry-After: dispatches that wait and send nothing, counted, made the
-   * limit grow far above what the gateway allowed.
+   * What binds the limit: requests the workers sent (answered or 429), not dispatches: while workers hold
+   * calls for a Retry-After, dispatches wait and send nothing.
    */
   private sendingRate(now: number): number {
-    if (!this.countRequests) return this.dispatchRate(now);
     return this.rateOf(
       now,
       (r) => r.answered.submit + r.answered.status + r.rateLimited.submit + r.rateLimited.status,
@@ -210,10 +176,7 @@ export class RateLearner {
     // The rate at which it hit: the limit in force when the queue was full, else what the workers sent.
     const inForce = this.limitInForce(now);
     const sending = this.sendingRate(now);
-    let ceiling = Math.max(MIN_RATE, sending >= SATURATED * inForce ? inForce : sending);
-    // A probe that overshot a little found the old wall again (the overshoot is the apply delay's): keep it.
-    if (s.ceiling !== undefined && ceiling > s.ceiling && ceiling <= this.sameWall * s.ceiling)
-      ceiling = s.ceiling;
+    const ceiling = Math.max(MIN_RATE, sending >= SATURATED * inForce ? inForce : sending);
     const confirmed = s.ceiling !== undefined && Math.abs(ceiling - s.ceiling) <= SAME_CEILING * s.ceiling;
     s.confirmations = confirmed ? s.confirmations + 1 : 0;
     s.plateauMs = Math.min(MAX_PLATEAU_MS, this.minPlateauMs * 2 ** s.confirmations);
@@ -225,14 +188,12 @@ export class RateLearner {
   /**
    * Submissions refused with a long Retry-After, no status check refused: not a rate limit (the prompts wait
    * their own Retry-After; a gateway limiting every request refuses status checks too, and that holds the
-   * queue). The first version also wanted a status check answered in the window: at the start of a batch,
-   * before any check, it then held every call, checks included, for each submission's Retry-After.
+   * queue), even at the start of a batch before any status check was answered.
    */
   private capacityRefusal(now: number, report: RateReport): boolean {
     return (
       report.rateLimited.status === 0 &&
       report.retryAfterMs > LONG_RETRY_AFTER_MS &&
-      (!this.capacityNeedsAnsweredCheck || this.sum(now, (r) => r.answered.status) > 0) &&
       this.sum(now, (r) => r.rateLimited.status) === 0
     );
   }
@@ -298,7 +259,7 @@ export function seedState(limit: QueueLimit | null, now: number, options: Learne
     }
     if (seeded.pinned !== undefined) state.pinned = seeded.pinned;
   } else if (limit.rps > 0) {
-    state.limit = limit.rps; // someone else's limit, or a learner's before v3: the number alone
+    state.limit = limit.rps; // someone else's limit: the number alone
   }
   if (limit.rps === 0 && parsed.vidbatch && typeof parsed.holdUntil === 'number' && parsed.holdUntil > now)
     state.holdUntil = parsed.holdUntil;

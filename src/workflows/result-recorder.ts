@@ -1,12 +1,11 @@
 // Group commit of finished rows into the manifest: one recordResults activity per group of at most
 // RESULT_GROUP rows or RESULT_GROUP_MS, at once when nothing else is in flight, one group at a time. With
-// `timer` (patch `flush-timer`) a durable timer flushes a group RESULT_GROUP_MS after the last one even when
-// no other row finishes (a paused batch's paid videos reach the file), and a group that fails for good is
-// reported (`failed`: the batch pauses) and waits for `retry()`. Without it, a group that fails is put back in
-// front and goes with the next. Runs started before grouping (no patch marker)
-// record after every prompt. With `maxGroupBytes` (spend-safety patch) a group is also cut by its JSON size,
-// so big rows never make a payload near Temporal's limit.
-import type { PromptResult } from '../contract/types';
+// `timer` a durable timer flushes a group RESULT_GROUP_MS after the last one even when no other row finishes
+// (a paused batch's paid videos reach the file), and with `failed` a group that fails for good is reported
+// (the batch pauses) and waits for `retry()`; without it, a group that fails is put back in front and goes
+// with the next. With `maxGroupBytes` a group is also cut by its JSON size, so big rows never make a payload
+// near Temporal's limit.
+import type { PromptResult } from '../contract/prompt';
 
 const RESULT_GROUP = 25;
 const RESULT_GROUP_MS = 10_000;
@@ -15,8 +14,6 @@ const RESULT_GROUP_MS = 10_000;
 export type RecordGroup = (results: PromptResult[], summary: string) => Promise<{ manifestPath: string }>;
 
 export interface RecorderOptions {
-  /** false: record after every prompt (runs started before the `record-results-in-groups` patch). */
-  grouped: boolean;
   /** Prompts still in flight. */
   inFlight: () => number;
   onRecorded: (manifestPath: string) => void;
@@ -88,7 +85,6 @@ export class ResultRecorder {
 
   private due(): boolean {
     return (
-      !this.options.grouped ||
       this.pending.length >= RESULT_GROUP ||
       this.now() - this.lastFlushAt >= RESULT_GROUP_MS ||
       this.options.inFlight() === 0

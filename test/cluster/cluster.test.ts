@@ -199,15 +199,15 @@ describe.skipIf(!ADDRESS)('the self-hosted cluster (Temporal on PostgreSQL, scri
         (await temporalJson('task-queue', 'list-partition', '--task-queue', queue))
           .activityTaskQueuePartitions as unknown[]
       ).length;
-    expect(await partitions('vidbatch-gateway')).toBe(1);
-    expect(await partitions('vidbatch')).toBeGreaterThan(1);
+    expect(await partitions('vidbatch-1-gateway')).toBe(1);
+    expect(await partitions('vidbatch-1')).toBeGreaterThan(1);
     const config = JSON.stringify(
       await temporalJson(
         'task-queue',
         'config',
         'get',
         '--task-queue',
-        'vidbatch-gateway',
+        'vidbatch-1-gateway',
         '--task-queue-type',
         'activity',
       ),

@@ -1,28 +1,25 @@
-// A rolling upgrade on the self-hosted cluster (issue 20; README "Deploying new code during a long batch"): a
-// batch started by an older build of vidbatch (its worker and its `run`), the pre-deploy replay check of this
+// A rolling upgrade on the self-hosted cluster (README "Deploying new code during a long batch"): a batch
+// started by an older build of vidbatch (its worker and its `run`), the pre-deploy replay check of this
 // checkout's workflow code against the cluster's open histories, then the old worker stopped and this build's
 // worker started on the same task queue. The batch ends on the new build with every row once and no job paid
-// twice; the prompts it started after the switch took the new code's path (patch `budget-default`), those
-// started before kept the old one. Runs with the rest of test/cluster when VIDBATCH_CLUSTER_ADDRESS is set.
+// twice. Runs with the rest of test/cluster when VIDBATCH_CLUSTER_ADDRESS and VIDBATCH_UPGRADE_FROM are set.
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
 import { afterAll, describe, expect, it } from 'vitest';
 import { writeVbenchCsv } from '../../bench/vbench';
-import { PATCH_BUDGET_DEFAULT } from '../../src/contract/rate-budget';
 import { background, vidbatch } from '../integration/cli-helpers';
 
 const ADDRESS = process.env.VIDBATCH_CLUSTER_ADDRESS;
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /**
- * The older build: the last commit before the shared budget became every batch's (a workflow change behind
- * `patched('budget-default')`). Any earlier commit of this repository works (VIDBATCH_UPGRADE_FROM).
+ * The older build: an earlier commit of the same major version (1.x). A 0.x build's batches are not upgraded
+ * in place: they run on another task queue and finish with a 0.x worker.
  */
-const OLD = process.env.VIDBATCH_UPGRADE_FROM ?? 'c83292f';
+const OLD = process.env.VIDBATCH_UPGRADE_FROM;
 const ROWS = 60;
 const run = promisify(execFile);
 
@@ -41,7 +38,7 @@ async function oldBuild(base: string): Promise<string> {
   return join(dir, 'bin', 'vidbatch.mjs');
 }
 
-describe.skipIf(!ADDRESS)('a rolling upgrade on the cluster', () => {
+describe.skipIf(!ADDRESS || !OLD)('a rolling upgrade on the cluster', () => {
   it('continues a batch of an older build on this build, after the replay check passed', async () => {
     const base = await mkdtemp(join(tmpdir(), 'vidbatch-upgrade-'));
     const oldCli = await oldBuild(base);
@@ -139,30 +136,9 @@ describe.skipIf(!ADDRESS)('a rolling upgrade on the cluster', () => {
     expect(Object.keys(s.idempotencyKeysBilledMoreThanOnce)).toEqual([]);
     expect(s.jobsCreated).toBe(ROWS);
 
-    // Which code each prompt ran: the new build's marker on those started after the switch only.
-    const connection = await Connection.connect({ address: ADDRESS! });
-    cleanups.push(() => connection.close());
-    const client = new Client({ connection });
-    let marked = 0;
-    let unmarked = 0;
-    for await (const wf of client.workflow.list({
-      query: `BatchId = '${batch}' AND WorkflowType = 'promptWorkflow'`,
-    })) {
-      const { events } = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
-      // A patch marker's details hold the patch id in a JSON payload.
-      const patches = (events ?? []).flatMap((e) =>
-        Object.values(e.markerRecordedEventAttributes?.details ?? {}).flatMap((d) =>
-          (d.payloads ?? []).map((p) => Buffer.from(p.data ?? []).toString()),
-        ),
-      );
-      if (patches.some((p) => p.includes(PATCH_BUDGET_DEFAULT))) marked += 1;
-      else unmarked += 1;
-    }
     console.log(
       `[upgrade] ${OLD} -> this checkout: ${atSwitch} jobs made before the switch; ` +
-        `${replayed![1]} open histories replayed ok; prompts on the new code path ${marked}, on the old ${unmarked}`,
+        `${replayed![1]} open histories replayed ok`,
     );
-    expect(marked).toBeGreaterThan(0);
-    expect(unmarked).toBeGreaterThan(0);
   }, 600_000);
 });

@@ -7,7 +7,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { batchHandle, getProgress } from '../../src/client/batches';
-import type { BatchProgress } from '../../src/contract/types';
+import type { BatchProgress } from '../../src/contract/progress';
 import { readManifest } from '../../src/results/manifest';
 import { background, vidbatch, type CliRun } from './cli-helpers';
 import { testEnv, type TestEnv } from './helpers';

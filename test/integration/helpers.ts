@@ -8,7 +8,8 @@ import { bundleWorkflowCode, NativeConnection, type Worker, type WorkflowBundle 
 import { inject } from 'vitest';
 import type { GatewaySettings } from '../../src/config';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/server';
-import type { BatchProgress, PollSchedule } from '../../src/contract/types';
+import type { PollSchedule } from '../../src/contract/batch-options';
+import type { BatchProgress } from '../../src/contract/progress';
 import { getProgress } from '../../src/client/batches';
 import type { Session } from '../../src/client/session';
 import { createWorker, WORKFLOWS_PATH } from '../../src/worker';
@@ -29,6 +30,7 @@ export const FAST_POLL: PollSchedule = {
   backoff: 1.2,
   capMs: 1000,
   jitter: 0.1,
+  adaptive: true,
 };
 
 export interface TestEnv {

@@ -13,7 +13,7 @@ import {
   rateBudgetQuery,
   rateBudgetWorkflowId,
 } from '../../src/contract/rate-budget';
-import { DEFAULT_MODEL, type PromptRow } from '../../src/contract/types';
+import { DEFAULT_MODEL, type PromptRow } from '../../src/contract/rows';
 import { startSimulator, type Simulator } from '../../src/simulator/server';
 import type { gatewayCalls } from '../fixtures/gateway-calls-workflow';
 
@@ -61,10 +61,12 @@ describe('gatewayActivityOptions', () => {
       priority: { fairnessKey: 'batch-1', fairnessWeight: 2, priorityKey: 1 },
     });
     const long = `batch-${'a'.repeat(64)}`;
-    const key = gatewayActivityOptions({ taskQueue: 'q', batchId: long }).priority.fairnessKey!;
+    const key = gatewayActivityOptions({ taskQueue: 'q', batchId: long, priority: 3, weight: 1 }).priority
+      .fairnessKey!;
     expect(key.length).toBeLessThanOrEqual(64);
     expect(key).not.toBe(
-      gatewayActivityOptions({ taskQueue: 'q', batchId: `${long}b` }).priority.fairnessKey,
+      gatewayActivityOptions({ taskQueue: 'q', batchId: `${long}b`, priority: 3, weight: 1 }).priority
+        .fairnessKey,
     );
   });
 });
@@ -118,8 +120,17 @@ describe('one rate budget across two worker processes', () => {
           {
             taskQueue,
             batchId: 'batch-rate',
+            priority: 3,
+            weight: 1,
             rows: rows(n),
-            poll: { firstPollMs: 1500, intervalMs: 500, backoff: 1.2, capMs: 2000, jitter: 0.1 },
+            poll: {
+              firstPollMs: 1500,
+              intervalMs: 500,
+              backoff: 1.2,
+              capMs: 2000,
+              jitter: 0.1,
+              adaptive: true,
+            },
           },
         ],
       }),

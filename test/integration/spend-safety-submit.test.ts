@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resumeUpdate } from '../../src/contract/messages';
-import type { PromptResult } from '../../src/contract/types';
+import type { PromptResult } from '../../src/contract/prompt';
 import { startBatch, type StartBatchOptions } from '../../src/client/batches';
 import { readManifest } from '../../src/results/manifest';
 import type { Simulator } from '../../src/simulator/server';

@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createActivities } from '../../src/activities';
 import type { PathRoots } from '../../src/activities/paths';
 import { startBatch } from '../../src/client/batches';
-import type { PromptResult } from '../../src/contract/types';
+import type { PromptResult } from '../../src/contract/prompt';
 import { GatewayClient } from '../../src/gateway/client';
 import { readManifest } from '../../src/results/manifest';
 import { writeVbenchCsv } from '../../bench/vbench';

@@ -1,36 +1,89 @@
 // Replays recorded histories of real batches through the current workflow code: a change that would break
-// running workflows (non-determinism) fails here. Regenerate with `npm run record-histories` only when a
-// breaking change is intended and versioned with patched(); keep the older folders.
+// running workflows (non-determinism) fails here. One set, recorded from this major version by
+// `npm run record-histories -- v1` (scripts/record-histories.ts); a change that breaks it must be versioned
+// with patched() (and a new set recorded beside it) or wait for the next major version.
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
 import { describe, expect, it } from 'vitest';
+import { SPARE_PRIORITY } from '../../src/contract/rate-budget';
 import { workflowBundle } from '../integration/helpers';
 
 const DIR = fileURLToPath(new URL('../fixtures/histories/', import.meta.url));
 
-describe('replay of recorded histories', () => {
-  it('replays every recorded batch and prompt history without non-determinism', async () => {
-    // One folder per recorded workflow version; every version must still replay.
-    const files = (await readdir(DIR, { recursive: true })).filter((f) => f.endsWith('.json')).sort();
-    const versions = new Set(files.map((f) => f.split('/')[0]));
-    expect(versions.size).toBeGreaterThanOrEqual(2);
-    for (const v of versions) {
-      expect(files.some((f) => f.startsWith(`${v}/batchWorkflow`))).toBe(true);
-      expect(files.some((f) => f.startsWith(`${v}/promptWorkflow`))).toBe(true);
-    }
-    const histories = await Promise.all(
-      files.map(async (f) => ({
-        workflowId: f,
-        history: historyFromJSON(JSON.parse(await readFile(join(DIR, f), 'utf8'))),
-      })),
+/** The JSON history as the Temporal CLI writes it: only what the coverage checks read. */
+interface JsonEvent {
+  eventType?: string;
+  activityTaskScheduledEventAttributes?: {
+    activityType: { name: string };
+    priority?: { priorityKey?: number };
+  };
+  activityTaskFailedEventAttributes?: { failure?: { applicationFailureInfo?: { type?: string } } };
+  signalExternalWorkflowExecutionInitiatedEventAttributes?: {
+    signalName: string;
+    input?: { payloads?: { data?: string }[] };
+  };
+}
+
+const scheduled = (events: JsonEvent[], name: string) =>
+  events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType.name === name);
+const failedWith = (events: JsonEvent[], type: string) =>
+  events.some((e) => e.activityTaskFailedEventAttributes?.failure?.applicationFailureInfo?.type === type);
+const reported = (events: JsonEvent[], outcome: string) =>
+  events.some((e) => {
+    const s = e.signalExternalWorkflowExecutionInitiatedEventAttributes;
+    const data = s?.input?.payloads?.[0]?.data;
+    return (
+      s?.signalName === 'promptSubmitOutcome' &&
+      !!data &&
+      (JSON.parse(Buffer.from(data, 'base64').toString()) as { outcome?: string }).outcome === outcome
     );
+  });
+const has = (events: JsonEvent[], type: string) => events.some((e) => e.eventType === type);
+
+describe('replay of recorded histories', () => {
+  it('replays every recorded batch, prompt and learner history without non-determinism', async () => {
+    const files = (await readdir(DIR, { recursive: true })).filter((f) => f.endsWith('.json')).sort();
+    expect(new Set(files.map((f) => f.split('/')[0]))).toEqual(new Set(['v1']));
+    const histories = await Promise.all(
+      files.map(async (f) => ({ file: f, json: JSON.parse(await readFile(join(DIR, f), 'utf8')) as object })),
+    );
+
+    // The set covers every path of the workflows (scripts/record-histories.ts).
+    const prompts = histories
+      .filter((h) => h.file.includes('/promptWorkflow'))
+      .map((h) => (h.json as { events: JsonEvent[] }).events);
+    const batches = histories
+      .filter((h) => h.file.includes('/batchWorkflow'))
+      .map((h) => (h.json as { events: JsonEvent[] }).events);
+    const covered = {
+      freshSubmit: prompts.some(
+        (p) => scheduled(p, 'submitJob').length === 1 && scheduled(p, 'pollJob').length,
+      ),
+      knownJobCheck: prompts.some((p) => scheduled(p, 'checkJob').length > 0),
+      unknownOutcomeResend: prompts.some(
+        (p) => failedWith(p, 'SubmitUnknown') && scheduled(p, 'submitJob').length > 1,
+      ),
+      capacityWait: prompts.some((p) => failedWith(p, 'RateLimited') && reported(p, 'capacity')),
+      spareCheck: prompts.some((p) =>
+        scheduled(p, 'pollJob').some(
+          (e) => e.activityTaskScheduledEventAttributes?.priority?.priorityKey === SPARE_PRIORITY,
+        ),
+      ),
+      verifyStrict: prompts.some((p) => scheduled(p, 'downloadVideo').length > 0),
+      refusedKey: prompts.some((p) => failedWith(p, 'Forbidden')),
+      cancel: batches.some((b) => has(b, 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED')),
+      continueAsNew: batches.some((b) => has(b, 'EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW')),
+      learner: histories.some((h) => h.file.includes('/rateBudgetWorkflow')),
+    };
+    expect(covered).toEqual(Object.fromEntries(Object.keys(covered).map((k) => [k, true])));
+
     const results = [];
     for await (const result of Worker.runReplayHistories(
       { workflowBundle: await workflowBundle() },
-      histories,
+      histories.map((h) => ({ workflowId: h.file, history: historyFromJSON(h.json) })),
     )) {
       results.push({ id: result.workflowId, error: result.error ? String(result.error) : undefined });
     }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_BATCH_OPTIONS, type BatchOptions, type PromptResult } from '../../src/contract/types';
+import { DEFAULT_BATCH_OPTIONS, type BatchOptions } from '../../src/contract/batch-options';
+import type { PromptResult } from '../../src/contract/prompt';
 import { BatchState } from '../../src/workflows/batch-state';
 import { promptResult } from '../fixtures/prompt-result';
 
@@ -154,6 +155,8 @@ describe('BatchState', () => {
       stoppedReason: null,
       skipped: 0,
       unknownSubmitRows: 0,
+      unknownInARow: 0,
+      posts: 0,
     });
     const next = batch({ concurrency: 3 }, 10, carry).state;
     expect(next.progress(2000)).toMatchObject({
@@ -249,7 +252,7 @@ describe('BatchState', () => {
     expect(state.progress(0).blocked).toBe(1); // d's resend waits
     state.resume();
     expect(effects.slice(2)).toEqual(['state:paused', 'unblock:d', 'state:running']);
-    expect(state.carry().unknownInARow).toBeUndefined(); // resume starts the count again
+    expect(state.carry().unknownInARow).toBe(0); // resume starts the count again
   });
 
   it('pauses as unreachable with since when, and goes on by itself once a submit is sent', () => {
@@ -300,7 +303,6 @@ describe('BatchState', () => {
 
   it('--max-submissions counts POSTs over the batch life: earlier runs, resends, first submits to come', () => {
     const { state } = batch({ maxSubmissions: 5 }, 10);
-    state.countPosts = true;
     state.skip({ status: 'succeeded', generation: 0, posts: 2 }); // an earlier run's submit and resend
     state.started('b', { generation: 0, jobId: 'vid_b', posts: 1 }); // checks its job first: no POST yet
     state.started('c'); // will POST: 2 + 1 + 1

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_BATCH_OPTIONS } from '../../src/contract/types';
+import { DEFAULT_BATCH_OPTIONS } from '../../src/contract/batch-options';
 import { BatchState } from '../../src/workflows/batch-state';
 import { CAPACITY_RAMP } from '../../src/workflows/capacity-gate';
 import { promptResult } from '../fixtures/prompt-result';
@@ -17,7 +17,6 @@ function gatedBatch(totalRows = 40) {
       timer: (ms, fire) => timers.push({ ms, fire }),
     },
   );
-  state.countPosts = true;
   state.enableCapacityGate();
   let next = 0;
   /** Starts prompts while the batch lets it; returns their ids. */
@@ -37,7 +36,7 @@ function gatedBatch(totalRows = 40) {
   return { state, unblocked, timers, startAll, sent, refused, done };
 }
 
-describe('capacity gate (BatchState with patch capacity-gate)', () => {
+describe('capacity gate (BatchState)', () => {
   it('before any refusal, starts prompts a few at a time: as many more as were sent', () => {
     const b = gatedBatch();
     expect(b.startAll()).toHaveLength(CAPACITY_RAMP);
@@ -124,7 +123,7 @@ describe('capacity gate (BatchState with patch capacity-gate)', () => {
     state.started('r1');
     state.submitOutcome({ rowId: 'r1', outcome: 'capacity', retryAfterMs: 5000, waiting: true }, 0);
     expect(unblocked).toEqual(['r1']);
-    expect(state.progress(0).capacityGate).toBeUndefined();
+    expect(state.progress(0).capacityGate).toBeNull();
   });
 });
 

@@ -220,7 +220,7 @@ describe('deployment files', () => {
     }
     expect(services.worker!.environment).toMatchObject({
       TEMPORAL_ADDRESS: 'temporal:7233',
-      VIDBATCH_TASK_QUEUE: 'vidbatch',
+      VIDBATCH_TASK_QUEUE: 'vidbatch-1',
     });
     // The starter never calls the gateway: it gets no gateway settings at all.
     expect(Object.keys(services.starter!.environment ?? {}).filter((v) => v.startsWith('GATEWAY_'))).toEqual(

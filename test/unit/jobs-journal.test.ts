@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createJobActivities, type SubmitInput } from '../../src/activities/jobs';
-import type { SubmitResult } from '../../src/contract/types';
+import type { SubmitResult } from '../../src/contract/jobs';
 import { GatewayClient } from '../../src/gateway/client';
 import { appendJournal, journalPath, readJournal } from '../../src/results/jobs-journal';
 

@@ -2,7 +2,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { PromptResult } from '../../src/contract/types';
+import type { PromptResult } from '../../src/contract/prompt';
 import type { JournalEntry } from '../../src/results/jobs-journal';
 import { computeLedger, foldLedger, formatLedger } from '../../src/results/ledger';
 import type { Prices } from '../../src/results/prices';

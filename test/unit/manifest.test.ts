@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { appendResults, manifestPath, readManifest } from '../../src/results/manifest';
-import type { PromptResult } from '../../src/contract/types';
+import type { PromptResult } from '../../src/contract/prompt';
 
 const result = (rowId: string, status: PromptResult['status'] = 'succeeded'): PromptResult => ({
   rowId,

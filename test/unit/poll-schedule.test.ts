@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { adaptiveDelayMs, nextCheck, pollDelayMs } from '../../src/activities/poll-schedule';
-import { DEFAULT_POLL_SCHEDULE } from '../../src/contract/types';
+import { DEFAULT_POLL_SCHEDULE } from '../../src/contract/batch-options';
 
 describe('poll schedule', () => {
   const poll = { ...DEFAULT_POLL_SCHEDULE, jitter: 0 };

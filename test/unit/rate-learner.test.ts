@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RateReport } from '../../src/contract/rate-budget';
-import { LEARNER_V1, LEARNER_V2, RateLearner } from '../../src/workflows/rate-learner';
+import { RateLearner } from '../../src/workflows/rate-learner';
 
 const report = (over: Partial<RateReport> = {}): RateReport => ({
   worker: 'w1',
@@ -104,11 +104,8 @@ describe('RateLearner', () => {
     expect(learner.target(now)).toBeLessThanOrEqual(16);
   });
 
-  it('does not grow on dispatches that send nothing (calls held by a worker for a Retry-After); v1 did', () => {
-    for (const [options, grows] of [
-      [{}, false],
-      [LEARNER_V1, true],
-    ] as const) {
+  it('does not grow on dispatches that send nothing (calls held by a worker for a Retry-After)', () => {
+    for (const [options, grows] of [[{}, false]] as const) {
       let now = 0;
       const learner = new RateLearner(now, undefined, { ...options, initialRate: 4 });
       learner.applied(now, 4);
@@ -134,12 +131,11 @@ describe('RateLearner', () => {
     expect(rate).toBeGreaterThan(0.8 * 3);
   });
 
-  it('cuts the limit on a short Retry-After without holding the queue (v2 held it)', () => {
+  it('cuts the limit on a short Retry-After without holding the queue', () => {
     const now = 10_000;
     for (const [options, held] of [
       [{ holdShortRetryAfter: true }, true],
       [{}, false],
-      [LEARNER_V2, true],
     ] as const) {
       const learner = new RateLearner(now, undefined, { ...options, initialRate: 4 });
       learner.applied(now - 5000, 4);
@@ -161,11 +157,10 @@ describe('RateLearner', () => {
     expect(learner.target(now + 8010)).toBeCloseTo(3.6, 5);
   });
 
-  it('settles at 0.95 of a confirmed ceiling, 0.9 of a first one (v2: 0.9 always)', () => {
+  it('settles at 0.95 of a confirmed ceiling, 0.9 of a first one', () => {
     for (const [options, second] of [
       [{ confirmedCut: 0.9 }, 0.9],
       [{}, 0.95],
-      [LEARNER_V2, 0.9],
     ] as const) {
       let now = 10_000;
       const learner = new RateLearner(now, undefined, { ...options, initialRate: 5 });
@@ -197,12 +192,9 @@ describe('RateLearner', () => {
     expect(learner.target(now + 40)).toBe(0);
   });
 
-  it('does not hold status checks for submissions refused at the start, before any check (v1 did)', () => {
+  it('does not hold status checks for submissions refused at the start, before any check', () => {
     const now = 10_000;
-    for (const [options, held] of [
-      [{}, false],
-      [LEARNER_V1, true],
-    ] as const) {
+    for (const [options, held] of [[{}, false]] as const) {
       const learner = new RateLearner(now, undefined, { ...options, initialRate: 4 });
       learner.applied(now - 5000, 4);
       learner.report(now, report({ dispatched: 12, answered: { submit: 10, status: 0 } }));
@@ -226,17 +218,11 @@ describe('RateLearner', () => {
     expect(learner.target(now + 3001)).toBe(4); // the learned limit: still the initial one
   });
 
-  it('corrects an early ceiling set too low: a probe that hits higher raises it (the first version kept it)', () => {
+  it('corrects an early ceiling set too low: a probe that hits higher raises it', () => {
     // Three workers against 5 rps: over five minutes the learner ends near the gateway's limit.
-    const v2 = simulate({ gatewayRps: 5, seconds: 300, workers: 3 });
-    expect(v2.learner.state.ceiling).toBeGreaterThan(4.5);
-    expect(v2.rate).toBeGreaterThan(0.85 * 5);
-    const v1 = simulate({
-      gatewayRps: 5,
-      seconds: 300,
-      learner: new RateLearner(1_000_000, undefined, LEARNER_V1),
-    });
-    expect(v1.learner.state.ceiling).toBeLessThan(v2.learner.state.ceiling!);
+    const run = simulate({ gatewayRps: 5, seconds: 300, workers: 3 });
+    expect(run.learner.state.ceiling).toBeGreaterThan(4.5);
+    expect(run.rate).toBeGreaterThan(0.85 * 5);
   });
 
   it('carries its state: a learner built from it wants the same limit and keeps learning from there', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { PromptResult } from '../../src/contract/types';
+import type { PromptResult } from '../../src/contract/prompt';
 import { ResultRecorder, takeGroup, utf8Length } from '../../src/workflows/result-recorder';
 import { promptResult } from '../fixtures/prompt-result';
 
@@ -8,7 +8,7 @@ function result(rowId: string): PromptResult {
 }
 
 /** A recorder whose groups are recorded by hand: each call waits until `settle` is called. */
-function recorder(grouped: boolean, inFlight = 5) {
+function recorder(inFlight = 5) {
   const clock = { now: 0 };
   const groups: { rows: string[]; settle: (ok: boolean) => void }[] = [];
   const recorded: string[] = [];
@@ -21,7 +21,6 @@ function recorder(grouped: boolean, inFlight = 5) {
         }),
       ),
     {
-      grouped,
       inFlight: () => inFlight,
       onRecorded: (p) => recorded.push(p),
       changed: () => {},
@@ -34,14 +33,8 @@ function recorder(grouped: boolean, inFlight = 5) {
 const tick = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 describe('ResultRecorder', () => {
-  it('records after every prompt in runs from before grouping', () => {
-    const { r, groups } = recorder(false);
-    r.add(result('a'));
-    expect(groups.map((g) => g.rows)).toEqual([['a']]);
-  });
-
   it('groups rows until 25 are pending or 10 s passed, one group at a time', async () => {
-    const { r, groups, clock, recorded } = recorder(true);
+    const { r, groups, clock, recorded } = recorder();
     for (let i = 0; i < 24; i++) r.add(result(`r${i}`));
     expect(groups).toHaveLength(0);
     r.add(result('r24'));
@@ -60,10 +53,10 @@ describe('ResultRecorder', () => {
   });
 
   it('records at once when nothing else is in flight, and on force', () => {
-    const idle = recorder(true, 0);
+    const idle = recorder(0);
     idle.r.add(result('a'));
     expect(idle.groups).toHaveLength(1);
-    const busy = recorder(true);
+    const busy = recorder();
     busy.r.add(result('a'));
     expect(busy.groups).toHaveLength(0);
     busy.r.flush(true);
@@ -71,7 +64,7 @@ describe('ResultRecorder', () => {
   });
 
   it('puts a failed group back in front of what came since', async () => {
-    const { r, groups } = recorder(true);
+    const { r, groups } = recorder();
     r.add(result('a'));
     r.flush(true);
     r.add(result('b'));
@@ -83,7 +76,7 @@ describe('ResultRecorder', () => {
   });
 
   it('records the rest in one last group after a cancellation', async () => {
-    const { r, groups } = recorder(true);
+    const { r, groups } = recorder();
     r.add(result('a'));
     r.add(result('b'));
     const rest = r.recordRest('record rows finished before the cancellation');
@@ -114,7 +107,6 @@ describe('ResultRecorder', () => {
         return Promise.resolve({ manifestPath: '/m' });
       },
       {
-        grouped: true,
         inFlight: () => 5,
         onRecorded: () => {},
         changed: () => {},
@@ -146,7 +138,6 @@ describe('ResultRecorder', () => {
           : Promise.reject(new Error('Activity task failed', { cause }));
       },
       {
-        grouped: true,
         inFlight: () => 0,
         onRecorded: () => {},
         changed: () => {},

@@ -2,7 +2,7 @@
 // export cells, script-safe JSON, and byte ranges of `review --serve` (the browser tests are in
 // test/integration/cli-review.test.ts).
 import { describe, expect, it } from 'vitest';
-import type { PromptResult } from '../../src/contract/types';
+import type { PromptResult } from '../../src/contract/prompt';
 import { parseCsv } from '../../src/input/csv';
 import { csvCells } from '../../src/review/csv-cells';
 import { buildReviewData, fileHref } from '../../src/review/data';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createRowActivities, cutBySize } from '../../src/activities/rows';
-import type { PromptResult } from '../../src/contract/types';
+import type { PromptResult } from '../../src/contract/prompt';
 import { loadCsv } from '../../src/input/csv';
 import { appendJournal } from '../../src/results/jobs-journal';
 import { appendResults } from '../../src/results/manifest';

@@ -4,7 +4,7 @@ import { type Command, Option } from 'commander';
 import { dirname, resolve } from 'node:path';
 import { batchIdFor, startBatch, type StartBatchOptions } from '../../client/batches';
 import { SIMULATED_JOB_SECONDS } from '../../client/session';
-import { DEFAULT_BATCH_OPTIONS } from '../../contract/types';
+import { DEFAULT_BATCH_OPTIONS } from '../../contract/batch-options';
 import { CsvValidationError } from '../../errors';
 import { loadCsv } from '../../input/csv';
 import { plan } from '../../input/plan';

@@ -26,7 +26,7 @@ export function registerStatusCommand(program: Command): void {
       const [status, history] = await withSession(
         async (s) =>
           [
-            await batchStatus(s.client, batchId, undefined, { prices }),
+            await batchStatus(s.client, batchId, undefined, { prices, taskQueue: s.taskQueue }),
             o.history ? await historyStats(s.client, batchId) : undefined,
           ] as const,
       );

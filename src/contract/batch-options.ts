@@ -1,0 +1,113 @@
+// A batch's options and their one table of defaults, applied by the client when it starts a batch. Imported
+// by workflow code: no Node built-ins.
+
+/**
+ * When to poll a job: first poll `firstPollMs` after submission, then every `intervalMs` growing by `backoff`
+ * up to `capMs`, each jittered by ±`jitter`. Unless `adaptive` is false, this schedule only holds until the
+ * worker has learned the gateway's latency; then each job is first checked when 90% of jobs are finished.
+ */
+export interface PollSchedule {
+  firstPollMs: number;
+  intervalMs: number;
+  backoff: number;
+  capMs: number;
+  jitter: number;
+  /** false: keep to this schedule even once the worker has learned the gateway's latency. */
+  adaptive: boolean;
+}
+
+export const DEFAULT_POLL_SCHEDULE: PollSchedule = {
+  firstPollMs: 30_000,
+  intervalMs: 15_000,
+  backoff: 1.5,
+  capMs: 120_000,
+  jitter: 0.2,
+  adaptive: true,
+};
+
+export interface BatchOptions {
+  /** Most prompts in flight (submitted, not finished) at once. */
+  concurrency: number;
+  poll: PollSchedule;
+  /** A job still unfinished this long after submission fails with `deadline_exceeded`. */
+  jobDeadlineMs: number;
+  /** Start-to-close timeout of one gateway call activity; bounds how long a crashed worker's call blocks a retry. */
+  activityTimeoutMs: number;
+  /** Rows read per page by the batch workflow. */
+  pageSize: number;
+  /** Prompts started per workflow run before the batch continues as new. */
+  promptsPerRun: number;
+  /** Where the worker writes the manifest; default `out/<batchId>`. */
+  outDir?: string;
+  /** Download each finished video into this folder (as the worker sees it), verified, as soon as it completes. */
+  downloadDir?: string;
+  /** Guard rails: the batch stops submitting and ends cleanly once any is crossed. */
+  maxFailures?: number;
+  /** Failed share of finished rows (0-1), checked once at least 10 rows finished. */
+  maxFailureRate?: number;
+  /** Most jobs to submit over the whole batch (a spend cap). */
+  maxSubmissions?: number;
+  /** Epoch ms after which no new job is submitted. */
+  deadlineAt?: number;
+  /** After a submit whose outcome is unknown: `resend` with the same Idempotency-Key, at most `maxUnknownResends` times; `fail`: the row fails with `submit_unknown`. */
+  onUnknownSubmit: UnknownSubmitPolicy;
+  /** Resends after unknown submit outcomes, per row. */
+  maxUnknownResends: number;
+  /** Start-to-close of one submit attempt; the worker keeps its HTTP timeout inside it. */
+  submitTimeoutMs: number;
+  /** Rate budget (docs/rate-budget.md): priority of this batch's gateway calls, 1 (first) to 5. */
+  priority: number;
+  /** Rate budget: this batch's weight in the fair share between batches of the same priority. */
+  weight: number;
+  /** Pause submitting after this many submits in a row had an unknown outcome (0: never). */
+  pauseAfterUnknown: number;
+  /** Pause the batch when submits could not be sent for this long (connection refused, DNS, ...). */
+  unreachablePauseMs: number;
+  /** What a downloaded video that differs from its request does to the row. */
+  verify: VerifyMode;
+}
+
+/** What a prompt does after a submit whose outcome is unknown (it may have created a billed job). */
+export type UnknownSubmitPolicy = 'resend' | 'fail';
+
+/** While paused as unreachable, each waiting prompt tries its submit again this often (at most a minute). */
+export function unreachableRetryMs(unreachablePauseMs: number): number {
+  return Math.min(60_000, unreachablePauseMs);
+}
+
+/**
+ * The one table of batch defaults, applied by the client when it starts a batch (a flag given, else the
+ * batch's stored options, else this); workflows get complete options and apply none. A wide window: with jobs
+ * taking minutes, keeping a gateway's rate limit busy takes hundreds of jobs in flight; the gateway queue's
+ * rate limit (the learner's, docs/rate-budget.md), not the window, decides how fast requests go.
+ */
+export const DEFAULT_BATCH_OPTIONS: BatchOptions = {
+  concurrency: 500,
+  poll: DEFAULT_POLL_SCHEDULE,
+  jobDeadlineMs: 60 * 60_000,
+  activityTimeoutMs: 30_000,
+  pageSize: 100,
+  promptsPerRun: 400,
+  onUnknownSubmit: 'resend',
+  maxUnknownResends: 1,
+  submitTimeoutMs: 180_000,
+  priority: 3,
+  weight: 1,
+  pauseAfterUnknown: 5,
+  unreachablePauseMs: 120_000,
+  verify: 'flag',
+};
+
+// Single values of the table, for help texts.
+export const DEFAULT_ON_UNKNOWN_SUBMIT = DEFAULT_BATCH_OPTIONS.onUnknownSubmit;
+
+export const DEFAULT_MAX_UNKNOWN_RESENDS = DEFAULT_BATCH_OPTIONS.maxUnknownResends;
+
+export const DEFAULT_SUBMIT_TIMEOUT_MS = DEFAULT_BATCH_OPTIONS.submitTimeoutMs;
+
+export const DEFAULT_PAUSE_AFTER_UNKNOWN = DEFAULT_BATCH_OPTIONS.pauseAfterUnknown;
+
+export const DEFAULT_UNREACHABLE_PAUSE_MS = DEFAULT_BATCH_OPTIONS.unreachablePauseMs;
+
+/** `--verify`: `flag` (default) records a mismatch on the row; `strict` also ends the row as `video_mismatch`. */
+export type VerifyMode = 'flag' | 'strict';

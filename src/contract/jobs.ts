@@ -1,0 +1,63 @@
+// What the gateway activities return to the workflows: a submitted job, a check of a known job, a poll's
+// outcome, a downloaded and verified video. Imported by workflow code: no Node built-ins.
+import type { PromptStatus } from './prompt';
+
+export interface SubmitResult {
+  jobId: string;
+  /** Epoch ms when the gateway accepted the job. */
+  submittedAt: number;
+  attempts: number;
+  /**
+   * The job age at which the worker would check it first, once it has learned the gateway's latency
+   * (activities/latency.ts); absent until then (the poll schedule's firstPollMs applies).
+   */
+  firstCheckAgeMs?: number;
+  /** The age from which spare checks may find it finished (a quarter of jobs are by then); absent: not learned. */
+  spareCheckAgeMs?: number;
+  /** The job id could not be written to the jobs journal (why): a terminate before the row ends may lose it. */
+  journalError?: string;
+  /** The gateway's request id (`x-request-id`) of the answer that made the job, when it gave one. */
+  requestId?: string;
+}
+
+/** One status check of a job known from an earlier run (checkJob). */
+export type JobCheck =
+  | { state: 'succeeded'; url: string }
+  | { state: 'failed'; errorCode: string; errorMessage: string }
+  | { state: 'unfinished'; rawStatus: string }
+  /** `completed` with no usable video URL: the row ends `no_video_url` (no new job is paid for). */
+  | { state: 'no_url'; errorMessage: string }
+  /** The gateway no longer knows the job (404). */
+  | { state: 'gone' };
+
+export interface PollOutcome {
+  status: PromptStatus;
+  url?: string;
+  errorCode?: string;
+  errorMessage?: string;
+  polls: number;
+  /** The gateway's request id (`x-request-id`) of the status check that found the job terminal, if given. */
+  requestId?: string;
+}
+
+/** A verified download of a finished video. */
+export interface DownloadedVideo {
+  file: string;
+  sha256: string;
+  bytes: number;
+}
+
+/**
+ * A downloaded video parsed and checked against what its row asked (src/results/verify-video.ts). `problems`
+ * are human-readable ("duration 3.0 s, asked 5 s (tolerance 0.5 s)", "height 480, asked 720P",
+ * "not a valid MP4: ..."); `ok` when there are none.
+ */
+export interface Verification {
+  ok: boolean;
+  durationSeconds?: number;
+  width?: number;
+  height?: number;
+  codec?: string;
+  audio?: boolean;
+  problems: string[];
+}

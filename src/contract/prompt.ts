@@ -1,0 +1,101 @@
+// The prompt workflow's input and result (a row of the manifest). Imported by workflow code: no Node
+// built-ins.
+import type { BatchOptions, PollSchedule, UnknownSubmitPolicy, VerifyMode } from './batch-options';
+import type { Verification } from './jobs';
+import type { PromptRow, RowFields } from './rows';
+
+/** The spend-safety and rate-budget fields of a batch's options, as its prompts get them. */
+export function promptSpendOptions(
+  options: BatchOptions,
+): Pick<
+  PromptInput,
+  | 'onUnknownSubmit'
+  | 'maxUnknownResends'
+  | 'submitTimeoutMs'
+  | 'outDir'
+  | 'priority'
+  | 'weight'
+  | 'unreachablePauseMs'
+  | 'verify'
+> {
+  return {
+    onUnknownSubmit: options.onUnknownSubmit,
+    maxUnknownResends: options.maxUnknownResends,
+    submitTimeoutMs: options.submitTimeoutMs,
+    ...(options.outDir ? { outDir: options.outDir } : {}),
+    priority: options.priority,
+    weight: options.weight,
+    unreachablePauseMs: options.unreachablePauseMs,
+    verify: options.verify,
+  };
+}
+
+export type PromptStatus = 'succeeded' | 'failed';
+
+export interface PromptResult extends RowFields {
+  status: PromptStatus;
+  jobId?: string;
+  url?: string;
+  errorCode?: string;
+  errorMessage?: string;
+  /** Submit attempts (1 when the first submit went through). */
+  attempts: number;
+  /** Status-poll attempts, including waits before the first poll. */
+  polls: number;
+  submittedAt?: string;
+  finishedAt: string;
+  /** With --download: the verified file, or why it could not be fetched. */
+  file?: string;
+  sha256?: string;
+  bytes?: number;
+  downloadError?: string;
+  /** The downloaded file checked against the row's duration and resolution (absent: not downloaded). */
+  verification?: Verification;
+  /** Submits of this row whose outcome was unknown: each may have created a billed job (absent: none). */
+  unknownSubmits?: number;
+  /** Generation of the Idempotency-Key of the job this result reports (see PromptInput.keyGeneration). */
+  generation?: number;
+  /** The job id could not be written to the jobs journal when it came (why). */
+  journalError?: string;
+  /** The gateway's request id (`x-request-id`) of the last answer about this row, for the provider's support. */
+  requestId?: string;
+}
+
+/** Code of a row whose job answered `completed` with no usable `data[].url`; the job id is kept. */
+export const NO_VIDEO_URL_CODE = 'no_video_url';
+
+export interface PromptInput {
+  batchId: string;
+  row: PromptRow;
+  poll: PollSchedule;
+  jobDeadlineMs: number;
+  activityTimeoutMs: number;
+  downloadDir?: string;
+  /** A job an earlier run of this row created: checked at the gateway before paying for another. */
+  knownJobId?: string;
+  /**
+   * Generation of the Idempotency-Key for a new submit: 0 `vidbatch:<batch>:<row>`, n > 0
+   * `vidbatch:<batch>:<row>:g<n>`. The batch passes the prior generation + 1 with `knownJobId`, so a job that
+   * failed or is gone is never answered again by the same key.
+   */
+  keyGeneration: number;
+  onUnknownSubmit: UnknownSubmitPolicy;
+  maxUnknownResends: number;
+  submitTimeoutMs: number;
+  /** The batch's output folder (the jobs journal goes there); default `<outRoot>/<batchId>`. */
+  outDir?: string;
+  /** Rate budget: priority and fairness weight of this prompt's gateway calls. */
+  priority: number;
+  weight: number;
+  /** How long submits may fail to be sent before the batch is told the gateway is unreachable. */
+  unreachablePauseMs: number;
+  /** Unknown submit outcomes earlier runs had for this row (they count against the resend bound). */
+  priorUnknownSubmits: number;
+  /** retry-failed: the original batch's id, so a re-sent row carries the original Idempotency-Key. */
+  keyBatchId?: string;
+  /** `strict` ends a row whose downloaded video differs from its request as `video_mismatch`. */
+  verify: VerifyMode;
+}
+
+/** Code of a row whose downloaded video does not match its request (`--verify strict`); job and file are kept. */
+export const VIDEO_MISMATCH_CODE = 'video_mismatch';
