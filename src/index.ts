@@ -48,4 +48,8 @@ export { startSimulator } from './simulator/server';
 export type { Simulator, SimulatorOptions } from './simulator/server';
 
 // What a batch reports.
-export type { BatchOptions, BatchProgress, BatchResult, PromptResult, PromptRow } from './contract/types';
+export type { BatchOptions } from './contract/batch-options';
+export type { BatchResult } from './contract/batch';
+export type { BatchProgress } from './contract/progress';
+export type { PromptResult } from './contract/prompt';
+export type { PromptRow } from './contract/rows';

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { runInNewContext } from 'node:vm';
 import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
-import type { PromptResult } from '../../src/contract/types';
+import type { PromptResult } from '../../src/contract/prompt';
 import { neutralizeFormula, restoreFormula } from '../../src/input/csv-formula';
 import { parseCsv } from '../../src/input/csv';
 import { exportResults, failedRowsCsv } from '../../src/results/export';
