@@ -9,7 +9,6 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import {
   DEFAULT_RETRY_AFTER_MS,
   SUBMIT_HEARTBEAT_EVERY_MS,
-  SUSPICIOUS_RETRY_AFTER_MS,
 } from '../contract/failures';
 import type { PollSchedule } from '../contract/batch-options';
 import type { JobCheck, PollOutcome, SubmitResult } from '../contract/jobs';
@@ -134,12 +133,12 @@ function countGatewayError(err: unknown, operation: string, gateway: GatewayClie
         `unreadable Retry-After from the gateway; waiting the default ${DEFAULT_RETRY_AFTER_MS / 1000} s`,
         { operation, retryAfter: err.unreadableRetryAfter },
       );
-    // Honoured anyway (a quota may reset hours later), but worth a look: the spec leaves its unit open.
-    if ((err.retryAfterMs ?? 0) > SUSPICIOUS_RETRY_AFTER_MS)
-      Context.current().log.warn('suspiciously long Retry-After from the gateway; waiting it out', {
+    // A unit the spec leaves open (a header in milliseconds) must not hold the budget for days.
+    if (err.clampedFromMs !== undefined)
+      Context.current().log.warn('Retry-After over the cap; waiting the cap instead', {
         operation,
+        askedMs: err.clampedFromMs,
         retryAfterMs: err.retryAfterMs,
-        until: new Date(Date.now() + (err.retryAfterMs ?? 0)).toISOString(),
       });
   }
 }

@@ -27,9 +27,6 @@ export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 /** A submit-only 429 with a longer Retry-After reads as a running-jobs cap (as the learner reads it). */
 export const CAPACITY_RETRY_AFTER_MS = 2000;
 
-/** A Retry-After longer than this is logged as suspicious (it is still honoured: a quota may reset hours later). */
-export const SUSPICIOUS_RETRY_AFTER_MS = 60 * 60_000;
-
 /** Without a Retry-After the spec gives no wait; one second is the smallest a seconds header says. */
 export const DEFAULT_RETRY_AFTER_MS = 1000;
 

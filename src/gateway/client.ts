@@ -19,7 +19,7 @@ import {
   WorkerStoppingError,
 } from './errors';
 import { RetryAfterHolds, type CallKind } from './retry-after-hold';
-import { parseRetryAfter } from './retry-after';
+import { readRetryAfter } from './retry-after';
 import { canonicalStatus, type CanonicalStatus } from './status';
 
 export interface GenerationRequest {
@@ -343,13 +343,15 @@ export class GatewayClient {
       : this.redact(text).slice(0, MAX_ERROR_TEXT);
     const message = `${what}: ${statusCode}${detail ? ` ${detail}` : ''}`;
     const retryAfter = header(response.headers['retry-after']);
+    const wait = statusCode === 429 ? readRetryAfter(retryAfter) : undefined;
     throw errorForStatus(
       statusCode,
       message,
       code,
-      statusCode === 429 ? parseRetryAfter(retryAfter) : undefined,
+      wait?.ms,
       retryAfter,
       requestId,
+      wait?.clamped ? wait.askedMs : undefined,
     );
   }
 }

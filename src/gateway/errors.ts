@@ -101,6 +101,8 @@ export class RateLimitError extends RefusedError {
     /** The Retry-After header as sent, when it could not be read (the default wait applies). */
     readonly unreadableRetryAfter?: string,
     requestId?: string,
+    /** What the gateway asked for when it was over the cap (retryAfterMs is then the cap). */
+    readonly clampedFromMs?: number,
   ) {
     super(message, 429, code, requestId);
   }
@@ -155,6 +157,7 @@ export function errorForStatus(
   retryAfterMs: number | undefined,
   retryAfterHeader?: string,
   requestId?: string,
+  clampedFromMs?: number,
 ): GatewayError {
   if (statusCode === 401) return new AuthenticationError(message, statusCode, code, requestId);
   if (statusCode === 403) return new PermissionDeniedError(message, statusCode, code, requestId);
@@ -166,6 +169,7 @@ export function errorForStatus(
       code,
       retryAfterMs === undefined && retryAfterHeader !== undefined ? retryAfterHeader : undefined,
       requestId,
+      clampedFromMs,
     );
   if (statusCode >= 500) return new ServerError(message, statusCode, code, requestId);
   return new BadRequestError(message, statusCode, code, requestId);

@@ -19,7 +19,7 @@ import {
   WorkerStoppingError,
 } from '../../src/gateway/errors';
 import { GatewayClient, type CallOptions } from '../../src/gateway/client';
-import { parseRetryAfter } from '../../src/gateway/retry-after';
+import { MAX_RETRY_AFTER_MS, parseRetryAfter } from '../../src/gateway/retry-after';
 import { canonicalStatus } from '../../src/gateway/status';
 import { freePort } from '../../src/dev-server/dev-server';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/server';
@@ -190,6 +190,27 @@ describe('GatewayClient against the simulator', () => {
     expect(error).toBeInstanceOf(ServerError);
     expect(error.message).toContain('[redacted]');
     expect(JSON.stringify({ m: error.message, s: error.stack })).not.toContain(secret);
+  });
+});
+
+describe('a Retry-After over the cap', () => {
+  it('waits the cap, not the days a header in milliseconds would ask, and says what was asked', async () => {
+    const server = createServer((_req, res) => {
+      res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '86400000' });
+      res.end(JSON.stringify({ error: { code: 'rate_limited', message: 'slow down' } }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as AddressInfo;
+    const client = new GatewayClient({
+      baseUrl: `http://127.0.0.1:${port}/v1`,
+      apiKey: () => 'sk-x',
+      timeoutMs: 1000,
+    });
+    const error = (await client.listModels().catch((e: unknown) => e)) as RateLimitError;
+    server.close();
+    expect(error).toBeInstanceOf(RateLimitError);
+    expect(error.retryAfterMs).toBe(MAX_RETRY_AFTER_MS);
+    expect(error.clampedFromMs).toBe(86_400_000_000);
   });
 });
 
