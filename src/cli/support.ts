@@ -1,18 +1,21 @@
 // What the commands share: exit codes, errors that become an exit code, number parsers, the session of an
-// operator command, the one-line summary of a finished batch.
+// operator command, the one-line summary of a finished batch. Loaded by `--help` too: no heavy module here.
 import { InvalidArgumentError } from 'commander';
-import { openSession, type Session } from '../client/session';
+import type { Session } from '../client/session';
 import type { BatchResult } from '../contract/types';
-import { ConfigError, CsvValidationError } from '../errors';
+import { EXIT, exitCodeFor } from '../errors';
 
-/** Exit codes: documented in the README. */
-export const EXIT = { ok: 0, error: 1, invalidInput: 2, rowsFailed: 3, interrupted: 130 } as const;
+export { EXIT };
 
-/** Bad input or settings exit with 2 and their message; anything else goes on to the generic handler (exit 1). */
+/**
+ * An error with an exit code of its own (bad input or settings: 2) ends the command now, with its message and
+ * that code, before anything else runs; anything else goes on to the last-resort handler (exit 1).
+ */
 export function fail(err: unknown): never {
-  if (err instanceof CsvValidationError || err instanceof ConfigError) {
-    console.error(err.message);
-    process.exit(EXIT.invalidInput);
+  const code = exitCodeFor(err);
+  if (code !== EXIT.error) {
+    console.error(err instanceof Error ? err.message : String(err));
+    process.exit(code);
   }
   throw err;
 }
@@ -86,6 +89,7 @@ export const batchArg = ['<batch>', 'batch id (batch-...) or the CSV the batch w
  * the database it holds), else the database opened for this command only. Runs `fn`, closes it.
  */
 export async function withSession<T>(fn: (session: Session) => Promise<T>): Promise<T> {
+  const { openSession } = await import('../client/session');
   const session = await openSession({ worker: false, localServer: 'operator' }).catch(fail);
   try {
     return await fn(session);
