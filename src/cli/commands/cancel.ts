@@ -1,6 +1,5 @@
 // `vidbatch cancel`.
 import { type Command } from 'commander';
-import { batchHandle, resolveBatchId } from '../../client/batches';
 import { batchArg, withSession } from '../support';
 
 export function registerCancelCommand(program: Command): void {
@@ -11,6 +10,7 @@ export function registerCancelCommand(program: Command): void {
     )
     .argument(...batchArg)
     .action(async (ref: string) => {
+      const { batchHandle, resolveBatchId } = await import('../../client/batches');
       const batchId = await resolveBatchId(ref);
       await withSession((s) => batchHandle(s.client, batchId).cancel());
       console.log(`${batchId}: cancellation requested`);

@@ -1,6 +1,5 @@
 // `vidbatch doctor`.
 import { type Command } from 'commander';
-import { runDoctor } from '../doctor';
 import { EXIT } from '../support';
 
 export function registerDoctorCommand(program: Command): void {
@@ -12,6 +11,7 @@ export function registerDoctorCommand(program: Command): void {
     .argument('[csv]', 'input CSV to check too')
     .option('--json', 'print as JSON')
     .action(async (csvPath: string | undefined, o: { json?: boolean }) => {
+      const { runDoctor } = await import('../doctor');
       const checks = await runDoctor(process.env, csvPath);
       if (o.json) console.log(JSON.stringify(checks, null, 2));
       else for (const c of checks) console.log(`${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.detail}`);

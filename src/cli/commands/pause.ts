@@ -1,7 +1,5 @@
 // `vidbatch pause`.
 import { type Command } from 'commander';
-import { batchHandle, resolveBatchId } from '../../client/batches';
-import { pauseSignal } from '../../contract/messages';
 import { batchArg, withSession } from '../support';
 
 export function registerPauseCommand(program: Command): void {
@@ -11,6 +9,10 @@ export function registerPauseCommand(program: Command): void {
     .argument(...batchArg)
     .option('--reason <text>', 'shown in the progress', 'paused by operator')
     .action(async (ref: string, o: { reason: string }) => {
+      const [{ batchHandle, resolveBatchId }, { pauseSignal }] = await Promise.all([
+        import('../../client/batches'),
+        import('../../contract/messages'),
+      ]);
       const batchId = await resolveBatchId(ref);
       await withSession((s) => batchHandle(s.client, batchId).signal(pauseSignal, o.reason));
       console.log(`${batchId}: pause requested`);

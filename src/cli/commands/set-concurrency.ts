@@ -1,7 +1,5 @@
 // `vidbatch set-concurrency`.
 import { type Command } from 'commander';
-import { batchHandle, resolveBatchId } from '../../client/batches';
-import { setConcurrencyUpdate } from '../../contract/messages';
 import { batchArg, EXIT, numberIn, withSession } from '../support';
 
 export function registerSetConcurrencyCommand(program: Command): void {
@@ -11,6 +9,10 @@ export function registerSetConcurrencyCommand(program: Command): void {
     .argument(...batchArg)
     .argument('<n>', 'prompts in flight (1-10000)', numberIn({ whole: true, min: 1, max: 10_000 }))
     .action(async (ref: string, n: number) => {
+      const [{ batchHandle, resolveBatchId }, { setConcurrencyUpdate }] = await Promise.all([
+        import('../../client/batches'),
+        import('../../contract/messages'),
+      ]);
       const batchId = await resolveBatchId(ref);
       const progress = await withSession((s) =>
         batchHandle(s.client, batchId).executeUpdate(setConcurrencyUpdate, { args: [n] }),

@@ -1,7 +1,6 @@
 // `vidbatch validate`.
 import { type Command } from 'commander';
 import { CsvValidationError } from '../../errors';
-import { loadCsv } from '../../input/csv';
 import { EXIT } from '../support';
 
 export function registerValidateCommand(program: Command): void {
@@ -11,6 +10,7 @@ export function registerValidateCommand(program: Command): void {
     .argument('<csv>', 'input CSV file')
     .option('--json', 'print the report as JSON')
     .action(async (csvPath: string, o: { json?: boolean }) => {
+      const { loadCsv } = await import('../../input/csv');
       const parsed = await loadCsv(csvPath);
       if (o.json)
         console.log(
