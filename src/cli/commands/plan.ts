@@ -25,6 +25,3 @@ export function registerPlanCommand(program: Command): void {
     if (estimate) console.error(estimateLine(rows.length, estimate));
   });
 }
-
-// Where `run --dry-run` found it before it moved to ../estimate.
-export { estimateLine } from '../estimate';
