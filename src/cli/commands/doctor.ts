@@ -5,6 +5,7 @@ import { EXIT } from '../support';
 export function registerDoctorCommand(program: Command): void {
   program
     .command('doctor')
+    .summary('Check gateway settings, key and models, Temporal, and a CSV')
     .description(
       'Check before an overnight run: gateway settings, the key and models (GET /v1/models), Temporal, and the CSV.',
     )

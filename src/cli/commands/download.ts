@@ -6,6 +6,7 @@ import { batchArg, EXIT, numberIn, withSession } from '../support';
 export function registerDownloadCommand(program: Command): void {
   program
     .command('download')
+    .summary('Download and verify every finished video of a batch')
     .description(
       'Download every finished .mp4 of a batch, verified (status, type, size, MP4 signature, sha256); resumes and never overwrites a verified file.',
     )

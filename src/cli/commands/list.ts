@@ -5,6 +5,7 @@ import { positiveWhole, withSession } from '../support';
 export function registerListCommand(program: Command): void {
   program
     .command('list')
+    .summary('Recent batches with their state and counts')
     .description('Recent batches with their state and counts, from Temporal visibility.')
     .addOption(new Option('--limit <n>', 'how many (>= 1)').argParser(positiveWhole).default(20))
     .option('--json', 'print as JSON')

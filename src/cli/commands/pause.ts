@@ -5,6 +5,7 @@ import { batchArg, withSession } from '../support';
 export function registerPauseCommand(program: Command): void {
   program
     .command('pause')
+    .summary('Stop submitting new prompts; those in flight keep being polled')
     .description('Stop submitting new prompts; prompts in flight keep being polled.')
     .argument(...batchArg)
     .option('--reason <text>', 'shown in the progress', 'paused by operator')

@@ -7,6 +7,7 @@ export function registerPlanCommand(program: Command): void {
   addPriceFlags(
     program
       .command('plan')
+      .summary('What `run` would submit for a CSV, and its estimated cost')
       .description(
         'What `run` would submit for a CSV, without starting anything (same as `run --dry-run`); with prices, its estimated cost (one job per row).',
       )

@@ -16,6 +16,7 @@ interface ResultsFlags {
 export function registerResultsCommand(program: Command): void {
   const command = program
     .command('results')
+    .summary("Export a batch's succeeded and failed rows; print its spend ledger")
     .description(
       "Export a batch's manifest as succeeded and failed files; the failed CSV is a valid input CSV. Prints the spend ledger: every job the gateway made for the batch.",
     )

@@ -5,6 +5,7 @@ import { batchArg, withSession } from '../support';
 export function registerResumeCommand(program: Command): void {
   program
     .command('resume')
+    .summary('Resume a paused batch')
     .description('Resume a paused batch (after an operator pause, or once a refused API key was fixed).')
     .argument(...batchArg)
     .action(async (ref: string) => {

@@ -25,6 +25,7 @@ async function downloadRootsOf(manifest: string): Promise<string[]> {
 export function registerRetryFailedCommand(program: Command): void {
   const command = program
     .command('retry-failed')
+    .summary('Start and follow a new batch from the failed rows of a batch')
     .description(
       'Start a new batch from the failed rows of a batch (optionally only one error code), linked to it, and follow it like `run` (same progress, summary and exit codes). A row whose original job may still finish has that job checked first, not paid again; `--code submit_unknown` re-sends rows whose submit had an unknown outcome, deliberately.',
     )

@@ -12,6 +12,7 @@ export const REVIEW_FILE = 'review.html';
 export function registerReviewCommand(program: Command): void {
   const command = program
     .command('review')
+    .summary('Write (or --serve) a gallery of a batch to mark rows keep or redo')
     .description(
       'Write <out>/<batch-id>/review.html: a gallery of the batch (video, prompt, settings, state per row) to mark rows keep or redo and export them as an input CSV; --serve serves it live.',
     )

@@ -27,6 +27,7 @@ export const SIM_JOB_SECONDS_HELP = 8;
 export function registerRunCommand(program: Command): void {
   const command = program
     .command('run')
+    .summary('Run a batch from a CSV and show its progress until it is done')
     .description(
       'Run a batch from a CSV and show its progress until it is done. Running the same file again attaches to the same batch; Ctrl-C leaves it durable. Without TEMPORAL_ADDRESS it uses the `vidbatch server` running here or starts an embedded one, and runs a worker in this process.',
     )

@@ -12,6 +12,7 @@ export const DEFAULT_DB_FILE_HELP = '.vidbatch/temporal.db';
 export function registerServerCommand(program: Command): void {
   program
     .command('server')
+    .summary('Run the Temporal dev server (with Web UI) in the foreground')
     .description(
       'Run the Temporal dev server (with Web UI) in the foreground, persisting to a SQLite file. vidbatch commands run in this folder use it (through .vidbatch/server.json) instead of opening the file themselves.',
     )

@@ -5,6 +5,7 @@ import { batchArg, EXIT, numberIn, withSession } from '../support';
 export function registerSetConcurrencyCommand(program: Command): void {
   program
     .command('set-concurrency')
+    .summary('Change how many prompts a running batch keeps in flight')
     .description('Change how many prompts a running batch keeps in flight.')
     .argument(...batchArg)
     .argument('<n>', 'prompts in flight (1-10000)', numberIn({ whole: true, min: 1, max: 10_000 }))

@@ -21,6 +21,7 @@ function words(list: unknown): string[] {
 export function registerSimulatorCommand(program: Command): void {
   program
     .command('simulator')
+    .summary('Run the Model Gateway simulator, for tests and demos without a paid key')
     .description('Run the Model Gateway simulator (for tests, benchmarks and demos without a paid key).')
     .addOption(
       new Option('--port <n>', 'port')

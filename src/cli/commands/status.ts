@@ -7,6 +7,7 @@ import { batchArg, EXIT, spendSafetyLines, summaryLine, withSession } from '../s
 export function registerStatusCommand(program: Command): void {
   const command = program
     .command('status')
+    .summary('Where a batch stands: counts, ETA, holds, spend ledger')
     .description(
       'Where a batch stands: counts, throughput, ETA, rate limiting and gateway holds, pause reason, rows that may have been billed more than once, rows skipped because an earlier run finished them, and the spend ledger (every job the gateway made for the batch).',
     )

@@ -6,6 +6,7 @@ import { EXIT } from '../support';
 export function registerValidateCommand(program: Command): void {
   program
     .command('validate')
+    .summary('Check a CSV: every problem; exits 2 when there is any')
     .description('Check a CSV: prints every problem (file:line [column] reason); exits 2 when there is any.')
     .argument('<csv>', 'input CSV file')
     .option('--json', 'print the report as JSON')

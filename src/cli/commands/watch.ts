@@ -5,6 +5,7 @@ import { batchArg, EXIT, summaryLine, withSession } from '../support';
 export function registerWatchCommand(program: Command): void {
   program
     .command('watch')
+    .summary('Follow a batch with a live progress bar until it is done')
     .description('Follow a batch with a live progress bar until it is done (Ctrl-C stops watching only).')
     .argument(...batchArg)
     .action(async (ref: string) => {

@@ -6,6 +6,7 @@ import { fail } from '../support';
 export function registerWorkerCommand(program: Command): void {
   const command = program
     .command('worker')
+    .summary('Run a worker alone, for a server and workers elsewhere')
     .description(
       'Run a worker alone (server and workers elsewhere). Reads TEMPORAL_ADDRESS (default: the `vidbatch server` running in this folder), TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, VIDBATCH_TASK_QUEUE, GATEWAY_BASE_URL, GATEWAY_API_KEY (or GATEWAY_API_KEY_FILE); ' +
         'VIDBATCH_INPUT_ROOT (CSVs are read only under it; default: the working directory), VIDBATCH_DOWNLOAD_ROOT (default: the out root), ' +
