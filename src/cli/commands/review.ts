@@ -5,7 +5,8 @@ import { dirname, join, resolve } from 'node:path';
 import { type Command, Option } from 'commander';
 import type { ReviewTarget } from '../../review/load';
 import { addPriceFlags, pricesFrom } from '../price-flags';
-import { batchArg, EXIT, port, waitForCtrlC, withSession } from '../support';
+import { ConfigError } from '../../errors';
+import { batchArg, EXIT, fail, port, waitForCtrlC, withSession } from '../support';
 
 export const REVIEW_FILE = 'review.html';
 
@@ -77,8 +78,9 @@ export function registerReviewCommand(program: Command): void {
       const { serveReview } = await import('../../review/serve');
       const served = await serveReview(target, o.port).catch((err: NodeJS.ErrnoException) => {
         if (err.code !== 'EADDRINUSE') throw err;
-        console.error(`--port ${o.port}: the port is in use; choose another (--port 0: any free port)`);
-        process.exit(EXIT.invalidInput);
+        return fail(
+          new ConfigError(`--port ${o.port}: the port is in use; choose another (--port 0: any free port)`),
+        );
       });
       console.log(`Reviewing ${batchId} at ${served.url} (Ctrl-C stops)`);
       await waitForCtrlC();

@@ -1,6 +1,7 @@
 // `vidbatch set-concurrency`.
 import { type Command } from 'commander';
-import { batchArg, EXIT, numberIn, withSession } from '../support';
+import { ConfigError } from '../../errors';
+import { batchArg, fail, numberIn, withSession } from '../support';
 
 export function registerSetConcurrencyCommand(program: Command): void {
   program
@@ -17,10 +18,10 @@ export function registerSetConcurrencyCommand(program: Command): void {
       const batchId = await resolveBatchId(ref);
       const progress = await withSession((s) =>
         batchHandle(s.client, batchId).executeUpdate(setConcurrencyUpdate, { args: [n] }),
-      ).catch((err: Error) => {
-        console.error(`${batchId}: ${err.cause instanceof Error ? err.cause.message : err.message}`);
-        process.exit(EXIT.invalidInput);
-      });
+      ).catch((err: Error) =>
+        // The update refused the value (or found no running batch): invalid input, said plainly.
+        fail(new ConfigError(`${batchId}: ${err.cause instanceof Error ? err.cause.message : err.message}`)),
+      );
       console.log(`${batchId}: window is now ${progress.concurrency}`);
     });
 }
