@@ -1,4 +1,4 @@
-// Verification of downloaded videos (issue 19), end to end: a spawned `vidbatch simulator` with its video
+// Verification of downloaded videos, end to end: a spawned `vidbatch simulator` with its video
 // faults (truncated file, wrong resolution, wrong duration, each by prompt word), the real `vidbatch run
 // --download` against it with this test's worker; checks the manifest rows' `verification`, what `status`
 // and `results` print, `--verify strict` (rows end `video_mismatch`) and `retry-failed --code video_mismatch`
