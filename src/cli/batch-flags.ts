@@ -147,18 +147,6 @@ export function verifyOption(): Option {
 }
 
 /**
- * `alias` (e.g. `--out`) as a hidden second name of the option stored as `target` (e.g. `outRoot`): the name
- * of an earlier release, still accepted so scripts keep working, not shown in `--help`.
- */
-export function hiddenAlias(command: Command, alias: Option, target: string): Command {
-  command.addOption(alias.hideHelp());
-  command.on(`option:${alias.name()}`, (value: unknown) =>
-    command.setOptionValueWithSource(target, value, 'cli'),
-  );
-  return command;
-}
-
-/**
  * Variables that set batch options in earlier releases, and what to use instead. They are not read any more
  * (an exported variable silently changing a re-run is worse than a flag to type), but a user who still sets
  * one is told, once per variable, when a batch starts.

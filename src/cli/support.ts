@@ -1,6 +1,6 @@
 // What the commands share: exit codes, errors that become an exit code, number parsers, the session of an
 // operator command, the one-line summary of a finished batch. Loaded by `--help` too: no heavy module here.
-import { InvalidArgumentError } from 'commander';
+import { type Command, InvalidArgumentError, type Option } from 'commander';
 import type { Session } from '../client/session';
 import type { BatchResult } from '../contract/types';
 import { EXIT, exitCodeFor } from '../errors';
@@ -79,6 +79,18 @@ export function waitForCtrlC(): Promise<void> {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);
   });
+}
+
+/**
+ * `alias` (e.g. `--out`) as a hidden second name of the option stored as `target` (e.g. `outRoot`): the name
+ * of an earlier release, still accepted so scripts keep working, not shown in `--help`.
+ */
+export function hiddenAlias(command: Command, alias: Option, target: string): Command {
+  command.addOption(alias.hideHelp());
+  command.on(`option:${alias.name()}`, (value: unknown) =>
+    command.setOptionValueWithSource(target, value, 'cli'),
+  );
+  return command;
 }
 
 /** The `<batch>` argument of the operator commands. */

@@ -9,14 +9,13 @@ import {
   addScheduleFlags,
   addSpendSafetyFlags,
   givenOptions,
-  hiddenAlias,
   removedVariableWarnings,
   scheduleAndSpendOptions,
   verifyOption,
 } from '../batch-flags';
 import { GROUP } from '../help-groups';
 import { addPriceFlags, pricesFrom } from '../price-flags';
-import { fail, fraction, nonNegative, positiveSeconds, positiveWhole } from '../support';
+import { fail, fraction, hiddenAlias, nonNegative, positiveSeconds, positiveWhole } from '../support';
 
 /**
  * client/session's SIMULATED_JOB_SECONDS, for the help text: that module loads Temporal, which `--help` must

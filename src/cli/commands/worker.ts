@@ -1,7 +1,6 @@
 // `vidbatch worker`.
 import { type Command, Option } from 'commander';
-import { hiddenAlias } from '../batch-flags';
-import { fail } from '../support';
+import { fail, hiddenAlias } from '../support';
 
 export function registerWorkerCommand(program: Command): void {
   const command = program
