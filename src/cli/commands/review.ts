@@ -15,7 +15,7 @@ export function registerReviewCommand(program: Command): void {
     .command('review')
     .summary('Write (or --serve) a gallery of a batch to mark rows keep or redo')
     .description(
-      'Write <out>/<batch-id>/review.html: a gallery of the batch (video, prompt, settings, state per row) to mark rows keep or redo and export them as an input CSV; --serve serves it live.',
+      'Write <out-root>/<batch-id>/review.html: a gallery of the batch (video, prompt, settings, state per row) to mark rows keep or redo and export them as an input CSV; --serve serves it live.',
     )
     .argument(...batchArg)
     .option(
