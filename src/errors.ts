@@ -1,13 +1,37 @@
 // Every error vidbatch throws on purpose, except the gateway client's, which are in
-// gateway/errors.ts.
+// gateway/errors.ts. Each carries the exit code a command ends with when it reaches the top (exitCodeFor).
+
+/** Exit codes, as the README's "Exit codes" table documents them. */
+export const EXIT = { ok: 0, error: 1, invalidInput: 2, rowsFailed: 3, interrupted: 130 } as const;
+
+/** The root of vidbatch's own errors: what the command's exit code is when one ends it. */
+export class VidbatchError extends Error {
+  override name = 'VidbatchError';
+  readonly exitCode: number = EXIT.error;
+}
+
+/**
+ * The exit code of a command that ended with `err`: the one place errors become exit codes. Anything with a
+ * numeric `exitCode` (VidbatchError, gateway errors that carry one) keeps it; commander's usage errors (bad
+ * flag or value) are invalid input, its help and version exits keep theirs; anything else is unexpected.
+ */
+export function exitCodeFor(err: unknown): number {
+  const { code, exitCode } = (err ?? {}) as { code?: unknown; exitCode?: unknown };
+  if (typeof code === 'string' && code.startsWith('commander.'))
+    return /^commander\.(help|helpDisplayed|version)$/.test(code) && typeof exitCode === 'number'
+      ? exitCode
+      : EXIT.invalidInput;
+  return typeof exitCode === 'number' && Number.isInteger(exitCode) ? exitCode : EXIT.error;
+}
 
 /** Thrown by config loading when a required environment variable is missing or malformed. */
-export class ConfigError extends Error {
+export class ConfigError extends VidbatchError {
   override name = 'ConfigError';
+  override readonly exitCode: number = EXIT.invalidInput;
 }
 
 /** Thrown by findTemporalCli when no Temporal CLI could be found or provisioned; lists what was tried. */
-export class TemporalCliNotFoundError extends Error {
+export class TemporalCliNotFoundError extends VidbatchError {
   override name = 'TemporalCliNotFoundError';
   constructor(readonly tried: string[]) {
     super(
@@ -23,7 +47,7 @@ export class TemporalCliNotFoundError extends Error {
 }
 
 /** Thrown by the dev-server launcher when the server exits or does not become ready in time. */
-export class DevServerError extends Error {
+export class DevServerError extends VidbatchError {
   override name = 'DevServerError';
 }
 
@@ -36,8 +60,9 @@ export interface CsvProblem {
 }
 
 /** Thrown by the CSV loader when the file has any bad row; carries every problem found, not only the first. */
-export class CsvValidationError extends Error {
+export class CsvValidationError extends VidbatchError {
   override name = 'CsvValidationError';
+  override readonly exitCode: number = EXIT.invalidInput;
   constructor(readonly problems: CsvProblem[]) {
     super(
       `${problems.length} problem${problems.length === 1 ? '' : 's'} in the input; nothing was submitted:\n` +
@@ -47,7 +72,7 @@ export class CsvValidationError extends Error {
 }
 
 /** Thrown by downloadVerified when a video cannot be fetched or fails verification; `retryable` says whether trying again can help. */
-export class DownloadError extends Error {
+export class DownloadError extends VidbatchError {
   override name = 'DownloadError';
   constructor(
     message: string,
@@ -58,8 +83,9 @@ export class DownloadError extends Error {
 }
 
 /** Thrown by the worker's path checks (activities/paths.ts) when workflow input names a path outside the worker's roots. */
-export class PathNotAllowedError extends Error {
+export class PathNotAllowedError extends VidbatchError {
   override name = 'PathNotAllowedError';
+  override readonly exitCode: number = EXIT.invalidInput;
   constructor(
     readonly path: string,
     readonly roots: string[],
@@ -76,8 +102,9 @@ export class PathNotAllowedError extends Error {
  * Thrown by `run` and `status` when the batch is still open on another task queue than this version's: an
  * earlier major version (0.x) started it, and only that version's workers can run it.
  */
-export class OtherVersionBatchError extends Error {
+export class OtherVersionBatchError extends VidbatchError {
   override name = 'OtherVersionBatchError';
+  override readonly exitCode = EXIT.invalidInput;
   constructor(batchId: string, taskQueue: string, ours: string) {
     super(
       `${batchId} was started by vidbatch 0.x and is still open (its workflow runs on task queue "${taskQueue}"; ` +

@@ -6,10 +6,7 @@
 import { resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { defaultPayloadConverter } from '@temporalio/common';
-import {
-  DEFAULT_RETRY_AFTER_MS,
-  SUBMIT_HEARTBEAT_EVERY_MS,
-} from '../contract/failures';
+import { DEFAULT_RETRY_AFTER_MS, SUBMIT_HEARTBEAT_EVERY_MS } from '../contract/failures';
 import type { PollSchedule } from '../contract/batch-options';
 import type { JobCheck, PollOutcome, SubmitResult } from '../contract/jobs';
 import { NO_VIDEO_URL_CODE } from '../contract/prompt';

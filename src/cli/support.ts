@@ -1,18 +1,21 @@
 // What the commands share: exit codes, errors that become an exit code, number parsers, the session of an
-// operator command, the one-line summary of a finished batch.
-import { InvalidArgumentError } from 'commander';
-import { openSession, type Session } from '../client/session';
+// operator command, the one-line summary of a finished batch. Loaded by `--help` too: no heavy module here.
+import { type Command, InvalidArgumentError, type Option } from 'commander';
+import type { Session } from '../client/session';
 import type { BatchResult } from '../contract/batch';
-import { ConfigError, CsvValidationError } from '../errors';
+import { EXIT, exitCodeFor } from '../errors';
 
-/** Exit codes: documented in the README. */
-export const EXIT = { ok: 0, error: 1, invalidInput: 2, rowsFailed: 3, interrupted: 130 } as const;
+export { EXIT };
 
-/** Bad input or settings exit with 2 and their message; anything else goes on to the generic handler (exit 1). */
+/**
+ * An error with an exit code of its own (bad input or settings: 2) ends the command now, with its message and
+ * that code, before anything else runs; anything else goes on to the last-resort handler (exit 1).
+ */
 export function fail(err: unknown): never {
-  if (err instanceof CsvValidationError || err instanceof ConfigError) {
-    console.error(err.message);
-    process.exit(EXIT.invalidInput);
+  const code = exitCodeFor(err);
+  if (code !== EXIT.error) {
+    console.error(err instanceof Error ? err.message : String(err));
+    process.exit(code);
   }
   throw err;
 }
@@ -36,7 +39,7 @@ function describe({ whole, min, above, max }: Range): string {
 /**
  * The one way numeric flags are read: a parser that refuses anything outside its range. Commander reports a
  * refusal as "option '--concurrency <n>' argument '0' is invalid. must be a whole number from 1 to 10000"
- * (or "value '0' from env 'VIDBATCH_CONCURRENCY'"), and the program exits 2 before anything starts.
+ * (or "value '70000' from env 'VIDBATCH_REVIEW_PORT'"), and the program exits 2 before anything starts.
  */
 export function numberIn(range: Range): (value: string) => number {
   return (value) => {
@@ -78,6 +81,18 @@ export function waitForCtrlC(): Promise<void> {
   });
 }
 
+/**
+ * `alias` (e.g. `--out`) as a hidden second name of the option stored as `target` (e.g. `outRoot`): the name
+ * of an earlier release, still accepted so scripts keep working, not shown in `--help`.
+ */
+export function hiddenAlias(command: Command, alias: Option, target: string): Command {
+  command.addOption(alias.hideHelp());
+  command.on(`option:${alias.name()}`, (value: unknown) =>
+    command.setOptionValueWithSource(target, value, 'cli'),
+  );
+  return command;
+}
+
 /** The `<batch>` argument of the operator commands. */
 export const batchArg = ['<batch>', 'batch id (batch-...) or the CSV the batch was made from'] as const;
 
@@ -86,6 +101,7 @@ export const batchArg = ['<batch>', 'batch id (batch-...) or the CSV the batch w
  * the database it holds), else the database opened for this command only. Runs `fn`, closes it.
  */
 export async function withSession<T>(fn: (session: Session) => Promise<T>): Promise<T> {
+  const { openSession } = await import('../client/session');
   const session = await openSession({ worker: false, localServer: 'operator' }).catch(fail);
   try {
     return await fn(session);

@@ -3,6 +3,7 @@
 // Each says whether, for a submit, the outcome is unknown (a job may exist) or known (no job was made): an
 // answer that refuses the request proves nothing was created; silence, a reset, a 5xx or an unreadable 2xx
 // does not (the spec promises neither idempotency nor that a proxy's 5xx means the upstream did nothing).
+import { VidbatchError } from '../errors';
 
 /**
  * A call the client did not send, with when to come back: a Retry-After hold longer than the caller can wait,
@@ -39,7 +40,7 @@ export function withRequestId(message: string, requestId: string | undefined): s
  * `requestId` is the gateway's `x-request-id` of that response, also at the end of the message, so the
  * gateway's operators can find the request from any log line or row that quotes the error.
  */
-export class GatewayError extends Error {
+export class GatewayError extends VidbatchError {
   override name = 'GatewayError';
   /** The gateway's machine code (`error.code`), when it sent one. */
   readonly code: string | undefined;

@@ -50,7 +50,7 @@ describe.skipIf(!ADDRESS || !UI || !CHROMIUM)('the Temporal Web UI of the cluste
       .waitFor({ timeout: 60_000 });
 
     // The learner's page is there and running (UI 2.42.1 does not render a workflow's current details on
-    // the page; `vidbatch status` shows the limit and the shares, test/integration/cli-shared-budget.test.ts).
+    // the page; `vidbatch status` shows the limit and the shares, test/integration/cli-rate-budget.test.ts).
     const learner = rateBudgetWorkflowId(gatewayQueue(taskQueue));
     await page.goto(`${UI}/namespaces/default/workflows/${encodeURIComponent(learner)}`);
     await page.getByText(learner).first().waitFor({ timeout: 60_000 });

@@ -1,6 +1,7 @@
-// Bad settings are refused before anything is sent (issue 17 §6): the real `vidbatch`, spawned with values
-// out of range on the command line and in the environment, exits 2 naming the flag (or variable), the value
-// and the range, before it opens a server, a worker or the CSV.
+// Bad settings are refused before anything is sent: the real `vidbatch`, spawned with values out of range on
+// the command line and in the environment, exits 2 naming the flag (or variable), the value and the range,
+// before it opens a server, a worker or the CSV. Variables that set batch options in earlier releases are not
+// read any more, and a user who still sets one is told which flag to use.
 import { existsSync } from 'node:fs';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -34,10 +35,12 @@ describe('bad settings are refused (spawned vidbatch)', () => {
         /'--page-size <n>' argument '0' is invalid\. must be a whole number >= 1/,
       ],
       [
-        ['run', 'p.csv'],
-        { VIDBATCH_CONCURRENCY: '0' },
-        /value '0' from env 'VIDBATCH_CONCURRENCY' is invalid\. must be a whole number from 1 to 10000/,
+        ['review', 'batch-0000000000000000'],
+        { VIDBATCH_REVIEW_PORT: '70000' },
+        /value '70000' from env 'VIDBATCH_REVIEW_PORT' is invalid\. must be a whole number from 0 to 65535/,
       ],
+      // Removed: every batch shares the rate budget, and the flag did nothing for a release.
+      [['run', 'p.csv', '--shared-budget'], {}, /unknown option '--shared-budget'/],
       [
         ['retry-failed', 'batch-0000000000000000', '--poll-jitter', '2'],
         {},
@@ -66,5 +69,27 @@ describe('bad settings are refused (spawned vidbatch)', () => {
       expect(r.stderr).not.toMatch(/Usage: vidbatch/); // a pointer to --help, not the whole help
     }
     expect(existsSync(join(dir, '.vidbatch'))).toBe(false); // no embedded server was started
+  });
+
+  it('a batch option set in the environment is not read: one warning line per variable names the flag', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-flags-'));
+    await writeFile(join(dir, 'p.csv'), 'prompt\na red kite\n');
+    // Values that would be refused (or change the plan) if they were read.
+    const r = await vidbatch(['run', 'p.csv', '--dry-run'], {
+      cwd: dir,
+      env: { VIDBATCH_CONCURRENCY: '0', VIDBATCH_OUT_DIR: 'elsewhere', VIDBATCH_SHARED_BUDGET: '1' },
+    });
+    expect(r.code, r.stderr).toBe(0);
+    const warnings = r.stderr.split('\n').filter((line) => line.startsWith('warning: '));
+    expect(warnings).toEqual([
+      'warning: VIDBATCH_CONCURRENCY is no longer read; use --concurrency instead',
+      'warning: VIDBATCH_OUT_DIR is no longer read; use --out-root instead',
+      'warning: VIDBATCH_SHARED_BUDGET is no longer read; every batch shares the rate budget, with no flag',
+    ]);
+    expect(JSON.parse(r.stdout)).toMatchObject({ rows: 1 });
+    // Without any of them: no warning.
+    const quiet = await vidbatch(['run', 'p.csv', '--dry-run'], { cwd: dir });
+    expect(quiet.code, quiet.stderr).toBe(0);
+    expect(quiet.stderr).not.toContain('warning:');
   });
 });

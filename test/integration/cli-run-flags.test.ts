@@ -95,11 +95,11 @@ describe('vidbatch run: guard rails and downloads from the command line', () => 
     expect(env.sim.stats().jobsCreated).toBe(3);
   });
 
-  it('VIDBATCH_MAX_FAILURE_RATE (the env var of --max-failure-rate) stops a batch failing too often', async () => {
+  it('--max-failure-rate 0.3 stops a batch failing too often', async () => {
     env = await testEnv({ jobSeconds: 0.2, jobJitterSeconds: 0, faults: { moderationWords: ['forbidden'] } });
     await env.startWorker();
     await moderatedCsv(join(env.dir, 'r.csv'), 16, [1, 2, 3, 4, 5]);
-    const r = await run(env, ['r.csv', '--concurrency', '1'], { VIDBATCH_MAX_FAILURE_RATE: '0.3' });
+    const r = await run(env, ['r.csv', '--concurrency', '1', '--max-failure-rate', '0.3']);
     expect(r.code).toBe(3);
     expect(r.stdout).toContain(
       '5 of 10 finished rows failed (--max-failure-rate 0.3); 6 rows not submitted.',

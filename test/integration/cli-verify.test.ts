@@ -1,4 +1,4 @@
-// Verification of downloaded videos (issue 19), end to end: a spawned `vidbatch simulator` with its video
+// Verification of downloaded videos, end to end: a spawned `vidbatch simulator` with its video
 // faults (truncated file, wrong resolution, wrong duration, each by prompt word), the real `vidbatch run
 // --download` against it with this test's worker; checks the manifest rows' `verification`, what `status`
 // and `results` print, `--verify strict` (rows end `video_mismatch`) and `retry-failed --code video_mismatch`
@@ -142,7 +142,7 @@ describe('verification of downloaded videos from the command line', () => {
     expect(table).toContain('height 720, asked 1080P');
   });
 
-  it('--verify strict (VIDBATCH_VERIFY) ends a mismatched row as video_mismatch; retry-failed --code video_mismatch pays again for it alone', async () => {
+  it('--verify strict ends a mismatched row as video_mismatch; retry-failed --code video_mismatch pays again for it alone', async () => {
     env = await testEnv();
     const sim = await spawnSimulator(env.dir, [
       ...['--wrong-resolution-words', 'lowres'],
@@ -154,10 +154,9 @@ describe('verification of downloaded videos from the command line', () => {
       ['b', 'a lowres city at night', '720P', 5],
       ['c', 'a forbidden scene', '720P', 5],
     ]);
-    const strict = cliEnv(env, sim.baseUrl, { VIDBATCH_VERIFY: 'strict' });
-    const r = await vidbatch(['run', 's.csv', '--download', 'videos', ...FAST], {
+    const r = await vidbatch(['run', 's.csv', '--download', 'videos', '--verify', 'strict', ...FAST], {
       cwd: env.dir,
-      env: strict,
+      env: cliEnv(env, sim.baseUrl),
     });
     expect(r.code).toBe(3);
     expect(r.stdout).toContain('1 succeeded, 2 failed of 3');

@@ -1,16 +1,17 @@
 // `vidbatch cancel`.
 import { type Command } from 'commander';
-import { batchHandle, resolveBatchId } from '../../client/batches';
 import { batchArg, withSession } from '../support';
 
 export function registerCancelCommand(program: Command): void {
   program
     .command('cancel')
+    .summary('Cancel a batch (jobs already submitted may still be billed)')
     .description(
       'Cancel a batch. Finished rows stay in the manifest; rows in flight are recorded as failed with code `cancelled` and their job id (jobs already submitted cannot be recalled and may still finish, and be billed, at the gateway).',
     )
     .argument(...batchArg)
     .action(async (ref: string) => {
+      const { batchHandle, resolveBatchId } = await import('../../client/batches');
       const batchId = await resolveBatchId(ref);
       await withSession((s) => batchHandle(s.client, batchId).cancel());
       console.log(`${batchId}: cancellation requested`);

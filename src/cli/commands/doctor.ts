@@ -1,17 +1,18 @@
 // `vidbatch doctor`.
 import { type Command } from 'commander';
-import { runDoctor } from '../doctor';
 import { EXIT } from '../support';
 
 export function registerDoctorCommand(program: Command): void {
   program
     .command('doctor')
+    .summary('Check gateway settings, key and models, Temporal, and a CSV')
     .description(
       'Check before an overnight run: gateway settings, the key and models (GET /v1/models), Temporal, and the CSV.',
     )
     .argument('[csv]', 'input CSV to check too')
     .option('--json', 'print as JSON')
     .action(async (csvPath: string | undefined, o: { json?: boolean }) => {
+      const { runDoctor } = await import('../doctor');
       const checks = await runDoctor(process.env, csvPath);
       if (o.json) console.log(JSON.stringify(checks, null, 2));
       else for (const c of checks) console.log(`${c.ok ? 'ok  ' : 'FAIL'} ${c.name}: ${c.detail}`);

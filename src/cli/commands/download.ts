@@ -1,14 +1,12 @@
 // `vidbatch download`.
 import { dirname, join } from 'node:path';
 import { type Command, Option } from 'commander';
-import { findManifest } from '../../client/batch-status';
-import { resolveBatchId } from '../../client/batches';
-import { downloadBatch } from '../../results/download';
 import { batchArg, EXIT, numberIn, withSession } from '../support';
 
 export function registerDownloadCommand(program: Command): void {
   program
     .command('download')
+    .summary('Download and verify every finished video of a batch')
     .description(
       'Download every finished .mp4 of a batch, verified (status, type, size, MP4 signature, sha256); resumes and never overwrites a verified file.',
     )
@@ -23,6 +21,11 @@ export function registerDownloadCommand(program: Command): void {
       new Option('--out-root <dir>', 'root of the output folders').env('VIDBATCH_OUT_ROOT').default('out'),
     )
     .action(async (ref: string, o: { dir?: string; concurrency: number; outRoot: string }) => {
+      const [{ findManifest }, { resolveBatchId }, { downloadBatch }] = await Promise.all([
+        import('../../client/batch-status'),
+        import('../../client/batches'),
+        import('../../results/download'),
+      ]);
       const batchId = await resolveBatchId(ref);
       const manifest = await withSession((s) => findManifest(s.client, batchId, o.outRoot));
       const dir = o.dir ?? join(dirname(manifest), 'videos');

@@ -1,15 +1,16 @@
 // `vidbatch list`.
 import { type Command, Option } from 'commander';
-import { listBatches } from '../../client/batch-status';
 import { positiveWhole, withSession } from '../support';
 
 export function registerListCommand(program: Command): void {
   program
     .command('list')
+    .summary('Recent batches with their state and counts')
     .description('Recent batches with their state and counts, from Temporal visibility.')
     .addOption(new Option('--limit <n>', 'how many (>= 1)').argParser(positiveWhole).default(20))
     .option('--json', 'print as JSON')
     .action(async (o: { limit: number; json?: boolean }) => {
+      const { listBatches } = await import('../../client/batch-status');
       const rows = await withSession((s) => listBatches(s.client, o.limit));
       if (o.json) return console.log(JSON.stringify(rows, null, 2));
       if (!rows.length) return console.log('no batches yet');

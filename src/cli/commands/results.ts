@@ -1,13 +1,6 @@
 // `vidbatch results`.
 import { dirname } from 'node:path';
 import { type Command, Option } from 'commander';
-import { findManifest } from '../../client/batch-status';
-import { batchHandle, getProgress, resolveBatchId } from '../../client/batches';
-import { previousInput } from '../../client/rerun';
-import { exportResults } from '../../results/export';
-import { verificationLines } from '../../results/verification-summary';
-import { computeLedger, formatLedger } from '../../results/ledger';
-import type { Price } from '../../results/prices';
 import { addPriceFlags, pricesFrom } from '../price-flags';
 import { batchArg, withSession } from '../support';
 
@@ -16,13 +9,14 @@ interface ResultsFlags {
   dir?: string;
   outRoot: string;
   json?: boolean;
-  price?: Price[];
+  price?: string[];
   prices?: string;
 }
 
 export function registerResultsCommand(program: Command): void {
   const command = program
     .command('results')
+    .summary("Export a batch's succeeded and failed rows; print its spend ledger")
     .description(
       "Export a batch's manifest as succeeded and failed files; the failed CSV is a valid input CSV. Prints the spend ledger: every job the gateway made for the batch.",
     )
@@ -34,6 +28,21 @@ export function registerResultsCommand(program: Command): void {
     )
     .option('--json', 'print a summary as JSON');
   addPriceFlags(command).action(async (ref: string, o: ResultsFlags) => {
+    const [
+      { findManifest },
+      { batchHandle, getProgress, resolveBatchId },
+      { previousInput },
+      { exportResults },
+      { verificationLines },
+      { computeLedger, formatLedger },
+    ] = await Promise.all([
+      import('../../client/batch-status'),
+      import('../../client/batches'),
+      import('../../client/rerun'),
+      import('../../results/export'),
+      import('../../results/verification-summary'),
+      import('../../results/ledger'),
+    ]);
     const prices = await pricesFrom(o);
     const batchId = await resolveBatchId(ref);
     const { manifest, rows } = await withSession(async (s) => {

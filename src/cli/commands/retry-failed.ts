@@ -3,20 +3,21 @@
 // TEMPORAL_ADDRESS is set; --detach needs a server that outlives the command).
 import { dirname, join } from 'node:path';
 import { type Command, Option } from 'commander';
-import { resolveBatchId, retryFailed } from '../../client/batches';
 import {
+  addRateBudgetFlags,
   addScheduleFlags,
   addSpendSafetyFlags,
   givenOptions,
+  removedVariableWarnings,
   scheduleAndSpendOptions,
   verifyOption,
 } from '../batch-flags';
-import { followInTerminal, openBatchSession } from '../follow';
+import { GROUP } from '../help-groups';
 import { batchArg } from '../support';
-import { manifestPath, readManifest } from '../../results/manifest';
 
 /** The download roots (`<root>/<batch-id>/<row>.mp4`) of a batch's downloaded videos, from its manifest. */
 async function downloadRootsOf(manifest: string): Promise<string[]> {
+  const { readManifest } = await import('../../results/manifest');
   const rows = await readManifest(manifest).catch(() => []);
   return [...new Set(rows.flatMap((r) => (r.file ? [dirname(dirname(r.file))] : [])))];
 }
@@ -24,6 +25,7 @@ async function downloadRootsOf(manifest: string): Promise<string[]> {
 export function registerRetryFailedCommand(program: Command): void {
   const command = program
     .command('retry-failed')
+    .summary('Start and follow a new batch from the failed rows of a batch')
     .description(
       'Start a new batch from the failed rows of a batch (optionally only one error code), linked to it, and follow it like `run` (same progress, summary and exit codes). A row whose original job may still finish has that job checked first, not paid again; `--code submit_unknown` re-sends rows whose submit had an unknown outcome, deliberately.',
     )
@@ -32,62 +34,70 @@ export function registerRetryFailedCommand(program: Command): void {
       '--code <errorCode>',
       'only rows that failed with this code, e.g. deadline_exceeded or submit_unknown',
     )
-    .addOption(
-      new Option(
-        '--out-root <dir>',
-        'root of the output folders: the original batch is read from <dir>/<batch-id>/, the new one writes <dir>/<new-batch-id>/',
-      )
-        .env('VIDBATCH_OUT_ROOT')
-        .default('out'),
-    );
-  addScheduleFlags(command);
-  addSpendSafetyFlags(command);
-  command
-    .addOption(verifyOption())
     .option(
       '--detach',
       'start the new batch and exit; needs TEMPORAL_ADDRESS or a running `vidbatch server`, and workers',
     )
     .option('--json', 'print the final result as JSON')
-    .action(async (ref: string, all: Record<string, unknown>, cmd: Command) => {
-      const o: Record<string, unknown> = { ...givenOptions(cmd, all), outRoot: all.outRoot };
-      const batchId = await resolveBatchId(ref);
-      const code = o.code as string | undefined;
-      const outRoot = o.outRoot as string;
-      // The retry downloads where the original did (retryFailed): this command's worker may write there.
-      const downloadRoots = await downloadRootsOf(manifestPath(join(outRoot, batchId)));
-      const session = await openBatchSession({
-        simulate: false,
-        detach: !!o.detach,
-        ...(downloadRoots.length ? { allow: { download: downloadRoots } } : {}),
-      });
-      try {
-        let rows = 0;
-        let csvPath = '';
-        await followInTerminal(session, {
-          start: async () => {
-            const started = await retryFailed(session, batchId, {
-              ...scheduleAndSpendOptions(o),
-              ...(code ? { code } : {}),
-              outRoot,
-              onEarlier: (earlier) => {
-                for (const e of earlier)
-                  console.error(
-                    `${e.rows} row(s) left out: an earlier retry-failed took them (${e.batchId}); they go on there: vidbatch retry-failed ${e.batchId}`,
-                  );
-              },
-            });
-            if (started) ({ rows, csvPath } = started);
-            return started;
-          },
-          nothingToDo: `${batchId}: no failed rows${code ? ` with code ${code}` : ''}; nothing to retry`,
-          detach: !!o.detach,
-          json: !!o.json,
-          startedLine: ({ attached, batchId: retryId }) =>
-            `${attached ? 'Attached to' : 'Started'} ${retryId}: ${rows} failed rows of ${batchId} (${csvPath})`,
-        });
-      } finally {
-        await session.close();
-      }
+    .addOption(
+      new Option(
+        '--out-root <dir>',
+        'root of the output folders: the original batch is read from <dir>/<batch-id>/, the new one writes <dir>/<new-batch-id>/',
+      )
+        .helpGroup(GROUP.output)
+        .env('VIDBATCH_OUT_ROOT')
+        .default('out'),
+    )
+    .addOption(verifyOption());
+  addSpendSafetyFlags(command);
+  addRateBudgetFlags(command);
+  addScheduleFlags(command);
+  command.action(async (ref: string, all: Record<string, unknown>, cmd: Command) => {
+    for (const line of removedVariableWarnings()) console.error(line);
+    const [{ resolveBatchId, retryFailed }, { manifestPath }, { followInTerminal, openBatchSession }] =
+      await Promise.all([
+        import('../../client/batches'),
+        import('../../results/manifest'),
+        import('../follow'),
+      ]);
+    const o: Record<string, unknown> = { ...givenOptions(cmd, all), outRoot: all.outRoot };
+    const batchId = await resolveBatchId(ref);
+    const code = o.code as string | undefined;
+    const outRoot = o.outRoot as string;
+    // The retry downloads where the original did (retryFailed): this command's worker may write there.
+    const downloadRoots = await downloadRootsOf(manifestPath(join(outRoot, batchId)));
+    const session = await openBatchSession({
+      simulate: false,
+      detach: !!o.detach,
+      ...(downloadRoots.length ? { allow: { download: downloadRoots } } : {}),
     });
+    try {
+      let rows = 0;
+      let csvPath = '';
+      await followInTerminal(session, {
+        start: async () => {
+          const started = await retryFailed(session, batchId, {
+            ...scheduleAndSpendOptions(o),
+            ...(code ? { code } : {}),
+            outRoot,
+            onEarlier: (earlier) => {
+              for (const e of earlier)
+                console.error(
+                  `${e.rows} row(s) left out: an earlier retry-failed took them (${e.batchId}); they go on there: vidbatch retry-failed ${e.batchId}`,
+                );
+            },
+          });
+          if (started) ({ rows, csvPath } = started);
+          return started;
+        },
+        nothingToDo: `${batchId}: no failed rows${code ? ` with code ${code}` : ''}; nothing to retry`,
+        detach: !!o.detach,
+        json: !!o.json,
+        startedLine: ({ attached, batchId: retryId }) =>
+          `${attached ? 'Attached to' : 'Started'} ${retryId}: ${rows} failed rows of ${batchId} (${csvPath})`,
+      });
+    } finally {
+      await session.close();
+    }
+  });
 }

@@ -3,23 +3,19 @@ import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { type Command, Option } from 'commander';
-import { findManifest } from '../../client/batch-status';
-import { batchHandle, resolveBatchId } from '../../client/batches';
-import { previousInput } from '../../client/rerun';
-import { reviewData, type ReviewTarget } from '../../review/load';
-import { reviewPage } from '../../review/page';
-import { serveReview } from '../../review/serve';
-import type { Price } from '../../results/prices';
+import type { ReviewTarget } from '../../review/load';
 import { addPriceFlags, pricesFrom } from '../price-flags';
-import { batchArg, EXIT, port, waitForCtrlC, withSession } from '../support';
+import { ConfigError } from '../../errors';
+import { batchArg, EXIT, fail, port, waitForCtrlC, withSession } from '../support';
 
 export const REVIEW_FILE = 'review.html';
 
 export function registerReviewCommand(program: Command): void {
   const command = program
     .command('review')
+    .summary('Write (or --serve) a gallery of a batch to mark rows keep or redo')
     .description(
-      'Write <out>/<batch-id>/review.html: a gallery of the batch (video, prompt, settings, state per row) to mark rows keep or redo and export them as an input CSV; --serve serves it live.',
+      'Write <out-root>/<batch-id>/review.html: a gallery of the batch (video, prompt, settings, state per row) to mark rows keep or redo and export them as an input CSV; --serve serves it live.',
     )
     .argument(...batchArg)
     .option(
@@ -38,8 +34,15 @@ export function registerReviewCommand(program: Command): void {
   addPriceFlags(command).action(
     async (
       ref: string,
-      o: { serve?: boolean; port: number; outRoot: string; price?: Price[]; prices?: string },
+      o: { serve?: boolean; port: number; outRoot: string; price?: string[]; prices?: string },
     ) => {
+      const [{ findManifest }, { batchHandle, resolveBatchId }, { previousInput }, { reviewData }] =
+        await Promise.all([
+          import('../../client/batch-status'),
+          import('../../client/batches'),
+          import('../../client/rerun'),
+          import('../../review/load'),
+        ]);
       const prices = await pricesFrom(o);
       const batchId = await resolveBatchId(ref);
       const target = await withSession(async (s): Promise<ReviewTarget> => {
@@ -64,6 +67,7 @@ export function registerReviewCommand(program: Command): void {
       });
       if (!o.serve) {
         const file = join(target.outDir, REVIEW_FILE);
+        const { reviewPage } = await import('../../review/page');
         const data = await reviewData(target, { pageDir: target.outDir });
         await mkdir(target.outDir, { recursive: true });
         await writeFile(file, await reviewPage(data));
@@ -71,10 +75,12 @@ export function registerReviewCommand(program: Command): void {
         process.exitCode = EXIT.ok;
         return;
       }
+      const { serveReview } = await import('../../review/serve');
       const served = await serveReview(target, o.port).catch((err: NodeJS.ErrnoException) => {
         if (err.code !== 'EADDRINUSE') throw err;
-        console.error(`--port ${o.port}: the port is in use; choose another (--port 0: any free port)`);
-        process.exit(EXIT.invalidInput);
+        return fail(
+          new ConfigError(`--port ${o.port}: the port is in use; choose another (--port 0: any free port)`),
+        );
       });
       console.log(`Reviewing ${batchId} at ${served.url} (Ctrl-C stops)`);
       await waitForCtrlC();

@@ -2,28 +2,31 @@
 // batch and show its progress until it ends.
 import { type Command, Option } from 'commander';
 import { dirname, resolve } from 'node:path';
-import { batchIdFor, startBatch, type StartBatchOptions } from '../../client/batches';
-import { SIMULATED_JOB_SECONDS } from '../../client/session';
+import type { StartBatchOptions } from '../../client/batches';
 import { DEFAULT_BATCH_OPTIONS } from '../../contract/batch-options';
-import { CsvValidationError } from '../../errors';
-import { loadCsv } from '../../input/csv';
-import { plan } from '../../input/plan';
-import { estimateRows } from '../../results/prices';
-import { followInTerminal, openBatchSession } from '../follow';
-import { addPriceFlags, pricesFrom } from '../price-flags';
-import { estimateLine } from './plan';
 import {
+  addRateBudgetFlags,
   addScheduleFlags,
   addSpendSafetyFlags,
   givenOptions,
+  removedVariableWarnings,
   scheduleAndSpendOptions,
   verifyOption,
 } from '../batch-flags';
-import { fail, fraction, nonNegative, positiveSeconds, positiveWhole } from '../support';
+import { GROUP } from '../help-groups';
+import { addPriceFlags, pricesFrom } from '../price-flags';
+import { fail, fraction, hiddenAlias, nonNegative, positiveSeconds, positiveWhole } from '../support';
+
+/**
+ * client/session's SIMULATED_JOB_SECONDS, for the help text: that module loads Temporal, which `--help` must
+ * not wait for (a unit test keeps the two equal).
+ */
+export const SIM_JOB_SECONDS_HELP = 8;
 
 export function registerRunCommand(program: Command): void {
   const command = program
     .command('run')
+    .summary('Run a batch from a CSV and show its progress until it is done')
     .description(
       'Run a batch from a CSV and show its progress until it is done. Running the same file again attaches to the same batch; Ctrl-C leaves it durable. Without TEMPORAL_ADDRESS it uses the `vidbatch server` running here or starts an embedded one, and runs a worker in this process.',
     )
@@ -32,84 +35,104 @@ export function registerRunCommand(program: Command): void {
       '--simulate',
       'start the gateway simulator and use it instead of GATEWAY_BASE_URL/GATEWAY_API_KEY',
     )
+    .option(
+      '--detach',
+      'start (or find) the batch and exit without following it; needs TEMPORAL_ADDRESS or a running `vidbatch server`, and workers (`vidbatch worker`)',
+    )
+    .option('--json', 'print the final result as JSON')
+    .addOption(
+      new Option(
+        '--dry-run',
+        'validate and print what would be submitted (counts per model, resolution, duration); start nothing (as `vidbatch plan`)',
+      ).hideHelp(),
+    )
     .addOption(
       new Option(
         '--sim-job-seconds <s>',
-        `with --simulate: mean job latency (default ${SIMULATED_JOB_SECONDS})`,
-      ).argParser(nonNegative),
+        `with --simulate: mean job latency (default ${SIM_JOB_SECONDS_HELP})`,
+      )
+        .argParser(nonNegative)
+        .hideHelp(),
     )
     .addOption(
-      new Option('--sim-rate-limit <rps>', 'with --simulate: requests/second limit').argParser(nonNegative),
-    );
-  addScheduleFlags(command);
-  addSpendSafetyFlags(command);
-  command
-    .addOption(
-      new Option('--activity-timeout <s>', 'timeout of one gateway call activity')
-        .argParser(positiveSeconds)
-        .default(DEFAULT_BATCH_OPTIONS.activityTimeoutMs, '30'),
-    )
-    .addOption(
-      new Option('--page-size <n>', 'rows read per page')
-        .argParser(positiveWhole)
-        .default(DEFAULT_BATCH_OPTIONS.pageSize),
-    )
-    .addOption(
-      new Option('--prompts-per-run <n>', 'prompts per workflow run before continue-as-new')
-        .argParser(positiveWhole)
-        .default(DEFAULT_BATCH_OPTIONS.promptsPerRun),
+      new Option('--sim-rate-limit <rps>', 'with --simulate: requests/second limit')
+        .argParser(nonNegative)
+        .hideHelp(),
     )
     .addOption(
       new Option(
-        '--out <dir>',
-        "root of the output folders: this batch writes its manifest and jobs journal in <dir>/<batch-id>/ (default: the worker's root, `out`); re-run with the same root to continue a batch",
-      ).env('VIDBATCH_OUT_DIR'),
+        '--out-root <dir>',
+        "root of the output folders: this batch writes its manifest and jobs journal in <dir>/<batch-id>/ (default: the worker's root, VIDBATCH_OUT_ROOT or `out`); re-run with the same root to continue a batch",
+      ).helpGroup(GROUP.output),
     )
     .addOption(
       new Option(
         '--download <dir>',
         'root of the download folders: each video goes to <dir>/<batch-id>/<row-id>.mp4 as soon as its job completes, verified (sha256 in the manifest)',
-      ).env('VIDBATCH_DOWNLOAD_DIR'),
+      ).helpGroup(GROUP.output),
     )
-    .addOption(verifyOption())
+    .addOption(verifyOption());
+  hiddenAlias(command, new Option('--out <dir>', 'old name of --out-root'), 'outRoot');
+  command
     .addOption(
-      new Option('--max-failures <n>', 'guard rail: stop submitting once this many rows failed')
-        .env('VIDBATCH_MAX_FAILURES')
+      new Option('--max-failures <n>', 'stop submitting once this many rows failed')
+        .helpGroup(GROUP.guardRails)
         .argParser(positiveWhole),
     )
     .addOption(
       new Option(
         '--max-failure-rate <p>',
-        'guard rail: stop submitting once more than this share (0-1) of finished rows failed, from 10 finished rows on',
+        'stop submitting once more than this share (0-1) of finished rows failed, from 10 finished rows on',
       )
-        .env('VIDBATCH_MAX_FAILURE_RATE')
+        .helpGroup(GROUP.guardRails)
         .argParser(fraction),
     )
     .addOption(
-      new Option('--max-submissions <n>', 'spend cap: submit at most this many jobs in the whole batch')
-        .env('VIDBATCH_MAX_SUBMISSIONS')
-        .argParser(positiveWhole),
-    )
-    .addOption(
-      new Option('--batch-deadline <s>', 'guard rail: submit no new job this many seconds after the start')
-        .env('VIDBATCH_BATCH_DEADLINE')
+      new Option('--batch-deadline <s>', 'submit no new job this many seconds after the start')
+        .helpGroup(GROUP.guardRails)
         .argParser(positiveSeconds),
     )
-    .option(
-      '--dry-run',
-      'validate and print what would be submitted (counts per model, resolution, duration); start nothing',
+    .addOption(
+      new Option('--max-submissions <n>', 'spend cap: submit at most this many jobs in the whole batch')
+        .helpGroup(GROUP.spendSafety)
+        .argParser(positiveWhole),
+    );
+  addSpendSafetyFlags(command);
+  addRateBudgetFlags(command);
+  addScheduleFlags(command);
+  command
+    .addOption(
+      new Option('--activity-timeout <s>', 'timeout of one gateway call activity')
+        .argParser(positiveSeconds)
+        .default(DEFAULT_BATCH_OPTIONS.activityTimeoutMs, '30')
+        .hideHelp(),
     )
-    .option(
-      '--detach',
-      'start (or find) the batch and exit without following it; needs TEMPORAL_ADDRESS or a running `vidbatch server`, and workers (`vidbatch worker`)',
+    .addOption(
+      new Option('--page-size <n>', 'rows read per page')
+        .argParser(positiveWhole)
+        .default(DEFAULT_BATCH_OPTIONS.pageSize)
+        .hideHelp(),
     )
-    .option('--json', 'print the final result as JSON');
-  addPriceFlags(command).action((csvPath: string, o: Record<string, unknown>, cmd: Command) =>
-    run(csvPath, givenOptions(cmd, o)),
+    .addOption(
+      new Option('--prompts-per-run <n>', 'prompts per workflow run before continue-as-new')
+        .argParser(positiveWhole)
+        .default(DEFAULT_BATCH_OPTIONS.promptsPerRun)
+        .hideHelp(),
+    );
+  addPriceFlags(command, { hidePrice: true }).action(
+    (csvPath: string, o: Record<string, unknown>, cmd: Command) => run(csvPath, givenOptions(cmd, o)),
   );
 }
 
 async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
+  for (const line of removedVariableWarnings()) console.error(line);
+  const [{ batchIdFor, startBatch }, { SIMULATED_JOB_SECONDS }, { CsvValidationError }, { loadCsv }] =
+    await Promise.all([
+      import('../../client/batches'),
+      import('../../client/session'),
+      import('../../errors'),
+      import('../../input/csv'),
+    ]);
   const simJobSeconds = (o.simJobSeconds as number | undefined) ?? SIMULATED_JOB_SECONDS;
   const simulate = o.simulate
     ? {
@@ -128,6 +151,11 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
   const parsed = await loadCsv(csvPath);
   if (parsed.problems.length) fail(new CsvValidationError(parsed.problems));
   if (o.dryRun) {
+    const [{ plan }, { estimateRows }, { estimateLine }] = await Promise.all([
+      import('../../input/plan'),
+      import('../../results/prices'),
+      import('../estimate'),
+    ]);
     const estimate = prices && estimateRows(parsed.rows, prices);
     console.log(
       JSON.stringify(
@@ -139,10 +167,11 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
     if (estimate) console.error(estimateLine(parsed.rows.length, estimate));
     return;
   }
+  const { followInTerminal, openBatchSession } = await import('../follow');
   // An in-process worker may read this CSV wherever it is, and write where this command was told to.
   const allow = {
     input: [dirname(resolve(csvPath))],
-    out: o.out ? [resolve(o.out as string)] : [],
+    out: o.outRoot ? [resolve(o.outRoot as string)] : [],
     download: o.download ? [resolve(o.download as string)] : [],
   };
   const session = await openBatchSession({ simulate, detach: !!o.detach, allow });
@@ -167,7 +196,7 @@ function batchOptionsFrom(o: Record<string, unknown>): StartBatchOptions {
     activityTimeoutMs: o.activityTimeout as number | undefined,
     pageSize: o.pageSize as number | undefined,
     promptsPerRun: o.promptsPerRun as number | undefined,
-    ...(o.out ? { outDir: o.out as string } : {}),
+    ...(o.outRoot ? { outDir: o.outRoot as string } : {}),
     ...(o.download ? { downloadDir: resolve(o.download as string) } : {}),
     maxFailures: o.maxFailures as number | undefined,
     maxFailureRate: o.maxFailureRate as number | undefined,

@@ -1,23 +1,27 @@
 // `vidbatch set-concurrency`.
 import { type Command } from 'commander';
-import { batchHandle, resolveBatchId } from '../../client/batches';
-import { setConcurrencyUpdate } from '../../contract/messages';
-import { batchArg, EXIT, numberIn, withSession } from '../support';
+import { ConfigError } from '../../errors';
+import { batchArg, fail, numberIn, withSession } from '../support';
 
 export function registerSetConcurrencyCommand(program: Command): void {
   program
     .command('set-concurrency')
+    .summary('Change how many prompts a running batch keeps in flight')
     .description('Change how many prompts a running batch keeps in flight.')
     .argument(...batchArg)
     .argument('<n>', 'prompts in flight (1-10000)', numberIn({ whole: true, min: 1, max: 10_000 }))
     .action(async (ref: string, n: number) => {
+      const [{ batchHandle, resolveBatchId }, { setConcurrencyUpdate }] = await Promise.all([
+        import('../../client/batches'),
+        import('../../contract/messages'),
+      ]);
       const batchId = await resolveBatchId(ref);
       const progress = await withSession((s) =>
         batchHandle(s.client, batchId).executeUpdate(setConcurrencyUpdate, { args: [n] }),
-      ).catch((err: Error) => {
-        console.error(`${batchId}: ${err.cause instanceof Error ? err.cause.message : err.message}`);
-        process.exit(EXIT.invalidInput);
-      });
+      ).catch((err: Error) =>
+        // The update refused the value (or found no running batch): invalid input, said plainly.
+        fail(new ConfigError(`${batchId}: ${err.cause instanceof Error ? err.cause.message : err.message}`)),
+      );
       console.log(`${batchId}: window is now ${progress.concurrency}`);
     });
 }

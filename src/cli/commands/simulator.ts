@@ -1,7 +1,14 @@
 // `vidbatch simulator`.
 import { type Command, Option } from 'commander';
-import { startSimulator } from '../../simulator/server';
 import { fraction, nonNegative, number, port, waitForCtrlC, wholeNumber } from '../support';
+
+/** Help headings of the simulator's option groups; the rarer faults and knobs are hidden (docs/cli.md). */
+const GROUP = {
+  server: 'Server:',
+  jobs: 'Jobs:',
+  limits: 'Rate limits:',
+  faults: 'Faults:',
+} as const;
 
 /** A comma-separated list of words, trimmed, empty ones dropped. */
 function words(list: unknown): string[] {
@@ -14,41 +21,73 @@ function words(list: unknown): string[] {
 export function registerSimulatorCommand(program: Command): void {
   program
     .command('simulator')
+    .summary('Run the Model Gateway simulator, for tests and demos without a paid key')
     .description('Run the Model Gateway simulator (for tests, benchmarks and demos without a paid key).')
-    .addOption(new Option('--port <n>', 'port').env('SIMULATOR_PORT').argParser(port).default(8787))
-    .addOption(new Option('--host <host>', 'address to bind').default('127.0.0.1'))
+    .addOption(
+      new Option('--port <n>', 'port')
+        .env('SIMULATOR_PORT')
+        .argParser(port)
+        .default(8787)
+        .helpGroup(GROUP.server),
+    )
+    .addOption(new Option('--host <host>', 'address to bind').default('127.0.0.1').helpGroup(GROUP.server))
     // No environment fallback: GATEWAY_API_KEY is often a real key, and this command prints the key it serves.
     .addOption(
-      new Option('--api-key <key>', 'register this key (sk-...) at start (default: a fresh one, printed)'),
+      new Option(
+        '--api-key <key>',
+        'register this key (sk-...) at start (default: a fresh one, printed)',
+      ).helpGroup(GROUP.server),
     )
-    .addOption(new Option('--job-seconds <s>', 'mean job latency').argParser(nonNegative).default(20))
     .addOption(
-      new Option('--job-jitter <s>', 'job latency jitter, ± seconds').argParser(nonNegative).default(5),
+      new Option('--job-seconds <s>', 'mean job latency')
+        .argParser(nonNegative)
+        .default(20)
+        .helpGroup(GROUP.jobs),
+    )
+    .addOption(
+      new Option('--job-jitter <s>', 'job latency jitter, ± seconds')
+        .argParser(nonNegative)
+        .default(5)
+        .helpGroup(GROUP.jobs),
     )
     .addOption(
       new Option('--rate-limit <rps>', 'requests/second per key over all endpoints (0 = off)')
         .argParser(nonNegative)
-        .default(0),
+        .default(0)
+        .helpGroup(GROUP.limits),
     )
-    .addOption(new Option('--burst <n>', 'token bucket size (default: the rate)').argParser(nonNegative))
     .addOption(
-      new Option('--max-running <n>', 'unfinished jobs per key (0 = off)').argParser(wholeNumber).default(0),
+      new Option('--burst <n>', 'token bucket size (default: the rate)')
+        .argParser(nonNegative)
+        .helpGroup(GROUP.limits),
+    )
+    .addOption(
+      new Option('--max-running <n>', 'unfinished jobs per key (0 = off)')
+        .argParser(wholeNumber)
+        .default(0)
+        .helpGroup(GROUP.limits),
     )
     .addOption(
       new Option('--retry-after-format <fmt>', 'Retry-After as seconds or an HTTP-date')
         .choices(['seconds', 'date'])
-        .default('seconds'),
+        .default('seconds')
+        .helpGroup(GROUP.limits)
+        .hideHelp(),
     )
     .addOption(
       new Option('--url-ttl <s>', 'result URLs expire after this many seconds (0 = never)')
         .argParser(nonNegative)
-        .default(0),
+        .default(0)
+        .helpGroup(GROUP.jobs)
+        .hideHelp(),
     )
     .addOption(
       new Option(
         '--idempotency',
         'honour Idempotency-Key (replay the first job of a repeated key); off by default, as the spec never mentions it',
-      ).env('SIMULATOR_IDEMPOTENCY'),
+      )
+        .env('SIMULATOR_IDEMPOTENCY')
+        .helpGroup(GROUP.jobs),
     )
     .addOption(
       new Option(
@@ -56,38 +95,56 @@ export function registerSimulatorCommand(program: Command): void {
         'a finished job is forgotten (its status answers 404) this many seconds after it finished (0 = never)',
       )
         .argParser(nonNegative)
-        .default(0),
+        .default(0)
+        .helpGroup(GROUP.jobs)
+        .hideHelp(),
     )
     .addOption(
       new Option(
         '--hold-for <s>',
         'answer every /v1 request 429 (Retry-After pointing at the end) for this many seconds after start',
-      ).argParser(nonNegative),
+      )
+        .argParser(nonNegative)
+        .helpGroup(GROUP.limits),
     )
     .addOption(
       new Option('--retry-after-min <s>', 'every 429 carries a Retry-After of at least this many seconds')
         .argParser(nonNegative)
-        .default(0),
+        .default(0)
+        .helpGroup(GROUP.limits)
+        .hideHelp(),
     )
-    .addOption(new Option('--seed <n>', 'seed of the fault dice').argParser(number).default(1))
+    .addOption(
+      new Option('--seed <n>', 'seed of the fault dice').argParser(number).default(1).helpGroup(GROUP.faults),
+    )
     .addOption(
       new Option('--fault-scope <scope>', 'which /v1 requests the request faults hit')
         .choices(['all', 'submit', 'status'])
-        .default('all'),
+        .default('all')
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
-    .addOption(new Option('--fault-5xx <p>', 'probability of a 503').argParser(fraction).default(0))
+    .addOption(
+      new Option('--fault-5xx <p>', 'probability of a 503')
+        .argParser(fraction)
+        .default(0)
+        .helpGroup(GROUP.faults),
+    )
     .addOption(
       new Option(
         '--fault-reset-before <p>',
         'probability that a connection is reset before the request is processed',
       )
         .argParser(fraction)
-        .default(0),
+        .default(0)
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .addOption(
       new Option('--fault-429 <p>', 'probability of a 429 without processing the request')
         .argParser(fraction)
-        .default(0),
+        .default(0)
+        .helpGroup(GROUP.faults),
     )
     .addOption(
       new Option(
@@ -95,7 +152,9 @@ export function registerSimulatorCommand(program: Command): void {
         'probability of a 502 after the request was processed (a job may exist)',
       )
         .argParser(fraction)
-        .default(0),
+        .default(0)
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .addOption(
       new Option(
@@ -103,31 +162,50 @@ export function registerSimulatorCommand(program: Command): void {
         'probability of a 504 after the request was processed (a job may exist)',
       )
         .argParser(fraction)
-        .default(0),
+        .default(0)
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .addOption(
       new Option('--fault-slow <p>', 'probability of a response slower than --slow-ms')
         .argParser(fraction)
-        .default(0),
+        .default(0)
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .addOption(
-      new Option('--slow-ms <ms>', 'delay of a slow response').argParser(nonNegative).default(30_000),
+      new Option('--slow-ms <ms>', 'delay of a slow response')
+        .argParser(nonNegative)
+        .default(30_000)
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .addOption(
-      new Option('--fault-drop <p>', 'probability of a dropped connection').argParser(fraction).default(0),
+      new Option('--fault-drop <p>', 'probability of a dropped connection')
+        .argParser(fraction)
+        .default(0)
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .addOption(
       new Option('--fault-malformed <p>', 'probability of a malformed JSON body')
         .argParser(fraction)
-        .default(0),
+        .default(0)
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .addOption(
       new Option('--fault-unknown-status <p>', 'probability of an undocumented status value')
         .argParser(fraction)
-        .default(0),
+        .default(0)
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .addOption(
-      new Option('--fault-job-failure <p>', 'probability that a job fails').argParser(fraction).default(0),
+      new Option('--fault-job-failure <p>', 'probability that a job fails')
+        .argParser(fraction)
+        .default(0)
+        .helpGroup(GROUP.faults),
     )
     .addOption(
       new Option(
@@ -135,20 +213,29 @@ export function registerSimulatorCommand(program: Command): void {
         'probability that a job answers "completed" with no video URL, at every status query',
       )
         .argParser(fraction)
-        .default(0),
+        .default(0)
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .addOption(
       new Option('--fault-job-5xx <p>', 'probability that every status query of a job answers HTTP 500')
         .argParser(fraction)
-        .default(0),
+        .default(0)
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .addOption(
-      new Option('--moderation-words <words>', 'comma-separated words that fail moderation').default(''),
+      new Option('--moderation-words <words>', 'comma-separated words that fail moderation')
+        .default('')
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .addOption(
       new Option('--fault-video-truncated <p>', "probability that a completed job's file is cut short")
         .argParser(fraction)
-        .default(0),
+        .default(0)
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .addOption(
       new Option(
@@ -156,7 +243,9 @@ export function registerSimulatorCommand(program: Command): void {
         "probability that a completed job's video has another resolution than asked",
       )
         .argParser(fraction)
-        .default(0),
+        .default(0)
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .addOption(
       new Option(
@@ -164,27 +253,36 @@ export function registerSimulatorCommand(program: Command): void {
         "probability that a completed job's video is 5 s longer or shorter than asked",
       )
         .argParser(fraction)
-        .default(0),
+        .default(0)
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .addOption(
-      new Option(
-        '--truncated-words <words>',
-        'comma-separated words: those prompts get a truncated file',
-      ).default(''),
+      new Option('--truncated-words <words>', 'comma-separated words: those prompts get a truncated file')
+        .default('')
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .addOption(
       new Option(
         '--wrong-resolution-words <words>',
         'comma-separated words: those prompts get a video of another resolution',
-      ).default(''),
+      )
+        .default('')
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .addOption(
       new Option(
         '--wrong-duration-words <words>',
         'comma-separated words: those prompts get a video of another duration',
-      ).default(''),
+      )
+        .default('')
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
     )
     .action(async (o: Record<string, unknown>) => {
+      const { startSimulator } = await import('../../simulator/server');
       const sim = await startSimulator({
         port: o.port as number,
         host: o.host as string,

@@ -1,18 +1,13 @@
 // `vidbatch status`.
 import { type Command } from 'commander';
-import { batchStatus, type BatchStatus } from '../../client/batch-status';
-import { resolveBatchId } from '../../client/batches';
-import { historyStats } from '../../client/history-stats';
-import { verificationLines } from '../../results/verification-summary';
-import { formatLedger } from '../../results/ledger';
-import type { Price } from '../../results/prices';
+import type { BatchStatus } from '../../client/batch-status';
 import { addPriceFlags, pricesFrom } from '../price-flags';
-import { progressLine } from '../progress-view';
 import { batchArg, EXIT, spendSafetyLines, summaryLine, withSession } from '../support';
 
 export function registerStatusCommand(program: Command): void {
   const command = program
     .command('status')
+    .summary('Where a batch stands: counts, ETA, holds, spend ledger')
     .description(
       'Where a batch stands: counts, throughput, ETA, rate limiting and gateway holds, pause reason, rows that may have been billed more than once, rows skipped because an earlier run finished them, and the spend ledger (every job the gateway made for the batch).',
     )
@@ -20,7 +15,12 @@ export function registerStatusCommand(program: Command): void {
     .option('--history', 'also count history events of the batch and its prompts (one fetch per workflow)')
     .option('--json', 'print as JSON');
   addPriceFlags(command).action(
-    async (ref: string, o: { json?: boolean; history?: boolean; price?: Price[]; prices?: string }) => {
+    async (ref: string, o: { json?: boolean; history?: boolean; price?: string[]; prices?: string }) => {
+      const [{ batchStatus }, { resolveBatchId }, { historyStats }] = await Promise.all([
+        import('../../client/batch-status'),
+        import('../../client/batches'),
+        import('../../client/history-stats'),
+      ]);
       const prices = await pricesFrom(o);
       const batchId = await resolveBatchId(ref);
       const [status, history] = await withSession(
@@ -32,7 +32,7 @@ export function registerStatusCommand(program: Command): void {
       );
       if (o.json) console.log(JSON.stringify(history ? { ...status, history } : status, null, 2));
       else {
-        printStatus(status);
+        await printStatus(status);
         if (history) {
           console.log(
             `history: ${history.eventsPerPrompt.toFixed(1)} events per prompt (batch ${history.batchEvents} in ${history.batchRuns} runs, prompts ${history.promptEvents}); largest run ${history.largestRunEvents} events`,
@@ -45,7 +45,12 @@ export function registerStatusCommand(program: Command): void {
   );
 }
 
-function printStatus(s: BatchStatus): void {
+async function printStatus(s: BatchStatus): Promise<void> {
+  const [{ verificationLines }, { formatLedger }, { progressLine }] = await Promise.all([
+    import('../../results/verification-summary'),
+    import('../../results/ledger'),
+    import('../progress-view'),
+  ]);
   console.log(
     `${s.batchId}: ${s.workflowStatus} (started ${s.startTime.toISOString()}${s.closeTime ? `, closed ${s.closeTime.toISOString()}` : ''})`,
   );

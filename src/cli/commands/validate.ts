@@ -1,16 +1,17 @@
 // `vidbatch validate`.
 import { type Command } from 'commander';
 import { CsvValidationError } from '../../errors';
-import { loadCsv } from '../../input/csv';
 import { EXIT } from '../support';
 
 export function registerValidateCommand(program: Command): void {
   program
     .command('validate')
+    .summary('Check a CSV: every problem; exits 2 when there is any')
     .description('Check a CSV: prints every problem (file:line [column] reason); exits 2 when there is any.')
     .argument('<csv>', 'input CSV file')
     .option('--json', 'print the report as JSON')
     .action(async (csvPath: string, o: { json?: boolean }) => {
+      const { loadCsv } = await import('../../input/csv');
       const parsed = await loadCsv(csvPath);
       if (o.json)
         console.log(

@@ -1,15 +1,18 @@
 // `vidbatch watch`.
 import { type Command } from 'commander';
-import { batchHandle, followBatch, resolveBatchId } from '../../client/batches';
-import { createProgressView } from '../progress-view';
 import { batchArg, EXIT, summaryLine, withSession } from '../support';
 
 export function registerWatchCommand(program: Command): void {
   program
     .command('watch')
+    .summary('Follow a batch with a live progress bar until it is done')
     .description('Follow a batch with a live progress bar until it is done (Ctrl-C stops watching only).')
     .argument(...batchArg)
     .action(async (ref: string) => {
+      const [{ batchHandle, followBatch, resolveBatchId }, { createProgressView }] = await Promise.all([
+        import('../../client/batches'),
+        import('../progress-view'),
+      ]);
       const batchId = await resolveBatchId(ref);
       await withSession(async (session) => {
         const abort = new AbortController();

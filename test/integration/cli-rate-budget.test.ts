@@ -1,7 +1,7 @@
 // The shared rate budget as a user meets it, with no flag to turn it on: `vidbatch server`, two `vidbatch
-// worker`s, batches started with `run --detach`, watched with `watch` and `status`. One budget for both workers (few 429s against a gateway
-// limited to 4 requests/s), fair shares between batches of equal weight, and a priority-1 batch started later
-// finishing first.
+// worker`s, batches started with `run --detach`, watched with `watch` and `status`. One budget for both
+// workers (few 429s against a gateway limited to 4 requests/s), fair shares between batches of equal weight,
+// a priority-1 batch started later finishing first; and a limit pinned with `worker --gateway-rps`.
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,7 +19,7 @@ const POLL = ['--first-poll', '3', '--poll-interval', '1', '--no-adaptive-poll']
 
 describe('the shared budget, on by default, with two workers', () => {
   it('shares one learned budget: fair between equal batches, a priority-1 batch first, few 429s', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-shared-'));
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-budget-'));
     // Hostile as the spec allows: Idempotency-Key ignored (the default), a request-rate limit with 429s.
     const sim = await startSimulator({ rateLimit: 4, burst: 4, jobSeconds: 3, jobJitterSeconds: 1 });
     cleanups.push(() => sim.close());
@@ -126,10 +126,8 @@ describe('worker --gateway-rps', () => {
     cleanups.push(() => worker.stop());
     await worker.waitFor(/vidbatch worker polling task queue/);
     await writeVbenchCsv(join(dir, 'p.csv'), 20);
-    // The flag of earlier releases still starts the batch, with a warning that it does nothing now.
-    const run = await vidbatch(['run', 'p.csv', '--detach', '--shared-budget', ...POLL], { cwd: dir, env });
+    const run = await vidbatch(['run', 'p.csv', '--detach', ...POLL], { cwd: dir, env });
     expect(run.code, run.stderr).toBe(0);
-    expect(run.stderr).toContain('--shared-budget (VIDBATCH_SHARED_BUDGET) is deprecated and ignored');
     const batch = /Started batch (batch-[0-9a-f]{16})/.exec(run.stderr)![1]!;
 
     let line = '';
