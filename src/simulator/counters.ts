@@ -31,6 +31,8 @@ export function newCounters() {
     expiredUrlRequests: 0,
     /** New result URLs given to status checks after the old one expired (`freshUrlOnCheck`). */
     freshUrlsIssued: 0,
+    /** 500 pages that printed the request's headers, Authorization included (`echoHeaders500`). */
+    headerEchoPages: 0,
   };
 }
 

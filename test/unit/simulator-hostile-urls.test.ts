@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { downloadVerified, looksLikeMp4 } from '../../src/results/download';
+import { AUTHORIZATION_AT } from '../../src/simulator/header-echo';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/server';
 
 const sims: Simulator[] = [];
@@ -139,5 +140,47 @@ describe('simulator: result URLs that expire', () => {
     expect(third).not.toBe(fresh);
     expect((await fetch(third)).status).toBe(200);
     expect(s.stats()).toMatchObject({ freshUrlsIssued: 2, expiredUrlRequests: 3 });
+  });
+});
+
+describe('simulator: a 500 page that echoes the request headers', () => {
+  it('answers text/html printing the headers verbatim, the key near character 191, after the job was made', async () => {
+    const { s } = await sim({ faults: { echoHeaders500: 1, scope: 'submit' } });
+    const res = await submit(s, { 'X-Trace': 'Abc 123' });
+    expect(res.status).toBe(500);
+    expect(res.headers.get('content-type')).toBe('text/html');
+    const page = await res.text();
+    expect(page).toContain(`authorization: Bearer ${s.apiKey}\n`);
+    expect(page).toMatch(/\nX-Trace: Abc 123\n/); // names as sent: verbatim
+    expect(page).toContain('POST /v1/videos/generations');
+    expect(page.indexOf('authorization: Bearer')).toBe(AUTHORIZATION_AT);
+    // What a client cutting at 200 characters before redacting would keep: 9 characters of the secret.
+    const secret = s.apiKey.slice('sk-'.length);
+    expect(page.slice(0, 200)).toContain(secret.slice(0, 9));
+    // The proxy failed after the gateway made (and billed) the job: an ambiguous submit.
+    expect(s.stats()).toMatchObject({
+      jobsCreated: 1,
+      headerEchoPages: 1,
+      faultsInjected: { echoHeaders500: 1 },
+      ambiguousSubmits: { echoHeaders500: 1 },
+    });
+    // Scoped to submits: status checks answer normally.
+    const [id] = s.state.jobs.keys();
+    expect((await fetch(`${s.baseUrl}/videos/generations/${id}`, { headers: headersOf(s) })).status).toBe(
+      200,
+    );
+  });
+
+  it('keeps the offset with a long request line, and takes the fault at runtime', async () => {
+    const { s } = await sim();
+    s.setFaults({ echoHeaders500: 1 });
+    const res = await fetch(`${s.baseUrl}/videos/generations/${'x'.repeat(60)}`, { headers: headersOf(s) });
+    // A status check of an unknown job is a 404 before the answer faults are rolled.
+    expect(res.status).toBe(404);
+    const models = await fetch(`${s.baseUrl}/models?${'q'.repeat(40)}=1`, { headers: headersOf(s) });
+    expect(models.status).toBe(500);
+    const page = await models.text();
+    expect(page.indexOf('authorization: Bearer')).toBe(AUTHORIZATION_AT);
+    expect(() => s.setFaults({ echoHeaders500: 2 })).toThrow(/echoHeaders500/);
   });
 });
