@@ -18,7 +18,8 @@ export const isResultPath = (path: string): boolean => path.startsWith('/files/'
 /** When the job's current URL stops working (epoch ms), or 0 when URLs do not expire. */
 function currentExpiry(state: SimulatorState, job: Job): number {
   const ttl = state.options.urlTtlSeconds;
-  return ttl > 0 ? (job.urlIssuedAt ?? job.doneAt) + ttl * 1000 : 0;
+  // Whole ms: job times carry the latency jitter's fractions, which have no place in a URL.
+  return ttl > 0 ? Math.ceil((job.urlIssuedAt ?? job.doneAt) + ttl * 1000) : 0;
 }
 
 /**
