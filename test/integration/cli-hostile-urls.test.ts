@@ -6,6 +6,7 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { Runtime, type LogLevel, type LogMetadata } from '@temporalio/worker';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readJsonl } from '../../src/results/jsonl';
 import { readManifest } from '../../src/results/manifest';
@@ -13,10 +14,28 @@ import { vidbatch, type CliRun } from './cli-helpers';
 import { testEnv, type TestEnv } from './helpers';
 
 let env: TestEnv | undefined;
+let stopCapture: (() => void) | undefined;
 afterEach(async () => {
   await env?.close();
   env = undefined;
+  stopCapture?.();
+  stopCapture = undefined;
 });
+
+/** Keeps every log line of this process's workers (the in-process worker's activities log here). */
+function captureWorkerLogs(): string[] {
+  const logger = Runtime.instance().logger;
+  const log = logger.log.bind(logger);
+  const lines: string[] = [];
+  logger.log = (level: LogLevel, message: string, meta?: LogMetadata) => {
+    lines.push(JSON.stringify({ level, message, meta }));
+    log(level, message, meta);
+  };
+  stopCapture = () => {
+    logger.log = log;
+  };
+  return lines;
+}
 
 const FAST = ['--first-poll', '0.3', '--poll-interval', '0.2', '--poll-cap', '1', '--no-adaptive-poll'];
 
@@ -113,6 +132,7 @@ describe('hostile result URLs and error pages from the command line', () => {
     const secret = key.slice('sk-'.length);
     env = await testEnv({ apiKeys: [key], seed: 7, faults: { echoHeaders500: 0.3, scope: 'submit' } });
     const e = env;
+    const workerLogs = captureWorkerLogs();
     await e.startWorker();
     const outputs: Record<string, CliRun> = {};
 
@@ -173,7 +193,10 @@ describe('hostile result URLs and error pages from the command line', () => {
         ...secretFragments(secret, out.stdout, `${name} stdout`),
         ...secretFragments(secret, out.stderr, `${name} stderr`),
       );
-    const scanned = Object.keys(outputs).length * 2;
+    // The worker's own log, where each unknown outcome is logged with the gateway's text.
+    expect(workerLogs.filter((l) => l.includes('submit outcome unknown')).length).toBeGreaterThan(0);
+    found.push(...secretFragments(secret, workerLogs.join('\n'), 'worker log'));
+    const scanned = Object.keys(outputs).length * 2 + 1;
     console.log(
       `scanned ${files} files and ${scanned} outputs for ${secret.length - 7} fragments of the secret`,
     );
