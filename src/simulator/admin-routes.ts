@@ -5,7 +5,7 @@ import { z } from 'zod';
 import type { ApiKeyRecord } from './api-keys';
 import type { FaultOptions } from './fault-settings';
 import { HttpError, isLoopback, parseBody, readJson, settle, type RouteContext } from './http';
-import type { RuntimeOptions } from './settings';
+import type { RuntimeOptionsInput } from './settings';
 
 const holdSchema = z.union([
   z.strictObject({ seconds: z.number().positive() }),
@@ -46,7 +46,7 @@ export async function adminRoutes(
   }
   if (route === 'GET /admin/options') return ok(state.options);
   if (route === 'POST /admin/options') {
-    const body = (await readJson(req)) as Partial<RuntimeOptions>;
+    const body = (await readJson(req)) as RuntimeOptionsInput;
     return ok(settle(() => state.setOptions(body)));
   }
   const holdView = () => ({

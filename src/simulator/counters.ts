@@ -23,6 +23,16 @@ export function newCounters() {
     requestsWithoutKey: 0,
     /** Status queries for a job past `jobTtlSeconds`, answered 404. */
     goneQueries: 0,
+    /** Result videos served whole (200), after any redirects. */
+    videosServed: 0,
+    /** `302 Found` answers of result URLs (`redirectResults`), every hop counted. */
+    redirectsServed: 0,
+    /** Requests for a result URL past its expiry, answered 403. */
+    expiredUrlRequests: 0,
+    /** New result URLs given to status checks after the old one expired (`freshUrlOnCheck`). */
+    freshUrlsIssued: 0,
+    /** 500 pages that printed the request's headers, Authorization included (`echoHeaders500`). */
+    headerEchoPages: 0,
   };
 }
 

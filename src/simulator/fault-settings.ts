@@ -20,6 +20,11 @@ export interface FaultProbabilities {
   error502After: number;
   /** 504, after the request was processed (a proxy timed out while the upstream went on). */
   error504After: number;
+  /**
+   * 500 `text/html` from a misconfigured proxy whose page prints the request's headers verbatim, Authorization
+   * included, after the request was processed (a submit may have made a job).
+   */
+  echoHeaders500: number;
   /** A status query of an unfinished job reports a status outside the documented set. */
   unknownStatus: number;
   /** A job ends as failed with `generation_failed`. */
@@ -45,6 +50,7 @@ export const AFTER_PROCESSING_FAULTS = [
   'malformed',
   'error502After',
   'error504After',
+  'echoHeaders500',
 ] as const;
 export type AfterProcessingFault = (typeof AFTER_PROCESSING_FAULTS)[number];
 
@@ -72,6 +78,7 @@ export const DEFAULT_FAULTS: FaultOptions = {
   malformed: 0,
   error502After: 0,
   error504After: 0,
+  echoHeaders500: 0,
   unknownStatus: 0,
   moderationWords: [],
   jobFailure: 0,
@@ -100,6 +107,7 @@ export const faultsSchema = z
     malformed: probability,
     error502After: probability,
     error504After: probability,
+    echoHeaders500: probability,
     unknownStatus: probability,
     jobFailure: probability,
     jobNoUrl: probability,

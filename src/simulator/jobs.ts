@@ -31,6 +31,10 @@ export interface Job {
   duration?: number;
   /** This job's video is not what was asked (video-faults.ts). */
   videoFault?: VideoFault;
+  /** The token in the path of the job's current URL, once a fresh one was issued (result-files.ts). */
+  urlToken?: string;
+  /** When the current URL was issued; absent: when the job finished. */
+  urlIssuedAt?: number;
 }
 
 /** The body of a submit, as the video route validated it. */

@@ -1,9 +1,10 @@
 // Faults that hit a /v1 answer after the request was processed: the connection dropped, a proxy's 502 or
-// 504, an answer too late for the client, an unreadable 2xx. The gateway did the work (a submit made and
-// billed a job) but the client cannot know: such a submit is counted as ambiguous. What did reach the
-// client intact is recorded on the job (`idDelivered`, `resultDelivered`).
+// 504 or header-echoing 500 page, an answer too late for the client, an unreadable 2xx. The gateway did the
+// work (a submit made and billed a job) but the client cannot know: such a submit is counted as ambiguous.
+// What did reach the client intact is recorded on the job (`idDelivered`, `resultDelivered`).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AfterProcessingFault } from './fault-settings';
+import { headerEchoPage } from './header-echo';
 import { errorBody, send, waitUnlessClosed, type V1Result } from './http';
 import type { SimulatorState } from './state';
 
@@ -36,6 +37,14 @@ export async function answerV1(
       send(res, status, errorBody(status === 502 ? 'bad_gateway' : 'gateway_timeout', message));
       return status;
     }
+  }
+  if (faulty && state.roll('echoHeaders500')) {
+    lost('echoHeaders500');
+    state.stats.headerEchoPages += 1;
+    const page = headerEchoPage(req);
+    res.writeHead(500, { 'content-type': 'text/html', 'content-length': Buffer.byteLength(page) });
+    res.end(page);
+    return 500;
   }
   if (faulty && state.roll('slow') && (await waitUnlessClosed(res, state.faults.slowMs))) {
     lost('slow'); // the client gave up before the late answer

@@ -1,5 +1,5 @@
 // Request handling of the simulated gateway: routes each request to /v1 (the spec's endpoints, behind the key
-// check, hold, rate limit and faults), /admin (admin-routes.ts) or /files (result-files.ts), and counts and
+// check, hold, rate limit and faults), /admin (admin-routes.ts) or /files and /cdn (result-files.ts), and counts and
 // logs what it answered. Every answer carries a unique `x-request-id`, as real gateways send.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseRetryAfter } from '../gateway/retry-after';
@@ -19,7 +19,7 @@ import { answerV1 } from './lost-answers';
 import { modelsRoute } from './models-route';
 import { checkLimits } from './rate-limits';
 import { beforeProcessing, inFaultScope } from './request-faults';
-import { serveFile } from './result-files';
+import { isResultPath, serveFile } from './result-files';
 import { videoJobRoutes } from './video-job-routes';
 
 export type { RouteContext } from './http';
@@ -54,12 +54,13 @@ export function createRequestHandler(ctx: RouteContext): (req: IncomingMessage, 
     const route = `${req.method} ${path
       .replace(/^\/v1\/videos\/generations\/[^/]+$/, '/v1/videos/generations/{id}')
       .replace(/^\/admin\/keys\/[^/]+/, '/admin/keys/{id}')
-      .replace(/^\/admin\/jobs\/[^/]+$/, '/admin/jobs/{id}')}`;
+      .replace(/^\/admin\/jobs\/[^/]+$/, '/admin/jobs/{id}')
+      .replace(/^\/(files|cdn)\/.*$/, '/$1/{file}')}`;
     const isV1 = path.startsWith('/v1/');
     void (async () => {
       let status = 500;
       try {
-        if (path.startsWith('/files/')) {
+        if (isResultPath(path)) {
           status = serveFile(state, res, path, url.searchParams);
         } else if (path.startsWith('/admin/')) {
           const answer = await adminRoutes(ctx, req, path);

@@ -6,11 +6,11 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createRequestHandler } from './routes';
 import type { FaultOptions } from './fault-settings';
-import type { RuntimeOptions, SimulatorOptions } from './settings';
+import { redirectHops, type RuntimeOptionsInput, type SimulatorOptions } from './settings';
 import { SimulatorState, type StateData } from './state';
 
 export type { FaultOptions } from './fault-settings';
-export type { RuntimeOptions, SimulatorOptions } from './settings';
+export type { RuntimeOptions, RuntimeOptionsInput, SimulatorOptions } from './settings';
 
 export interface Simulator {
   /** Base URL ending in /v1, as clients configure it. */
@@ -23,7 +23,7 @@ export interface Simulator {
   /** Changes fault settings at runtime (throws on unknown fields or out-of-range values). */
   setFaults(faults: Partial<FaultOptions>): void;
   /** Changes limits and behaviour (idempotency, rate limit, TTLs...) at runtime. */
-  setOptions(options: Partial<RuntimeOptions>): void;
+  setOptions(options: RuntimeOptionsInput): void;
   /** Until `until` (epoch ms or Date) every /v1 request gets 429 with Retry-After; undefined releases. */
   hold(until: number | Date | undefined): void;
   /** Closes the listener for `ms`: new connections are refused, open ones are cut. */
@@ -40,6 +40,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     maxRunningJobs: options.maxRunningJobs ?? 0,
     retryAfterFormat: options.retryAfterFormat ?? 'seconds',
     urlTtlSeconds: options.urlTtlSeconds ?? 0,
+    freshUrlOnCheck: options.freshUrlOnCheck ?? false,
+    redirectResults: redirectHops(options.redirectResults),
     jobTtlSeconds: options.jobTtlSeconds ?? 0,
     idempotency: options.idempotency ?? false,
     faults: options.faults,

@@ -18,8 +18,18 @@ export interface SimulatorOptions {
   /** Jobs per key not yet finished; 0 disables. */
   maxRunningJobs?: number;
   retryAfterFormat?: 'seconds' | 'date';
-  /** Result URLs stop working this long after the job finished; 0 = never. */
+  /** Result URLs stop working (403, as object stores answer) this long after they were issued; 0 = never. */
   urlTtlSeconds?: number;
+  /**
+   * A status check of a completed job whose URL has expired answers a new URL (a new token in its path) that
+   * works for another `urlTtlSeconds`, as providers that sign URLs do. Default false: the expired URL again.
+   */
+  freshUrlOnCheck?: boolean;
+  /**
+   * Result URLs answer `302 Found` to another path (`/cdn/...`) that serves the video, as an object store
+   * sends to its CDN: true or 1 is one hop, 2 a chain of two, up to 5. Default false (0).
+   */
+  redirectResults?: boolean | number;
   /** A job's status query answers 404 this long after the job finished (the gateway forgot it); 0 = never. */
   jobTtlSeconds?: number;
   /**
@@ -48,9 +58,20 @@ export type RuntimeOptions = Pick<
   | 'maxRunningJobs'
   | 'retryAfterFormat'
   | 'urlTtlSeconds'
+  | 'freshUrlOnCheck'
   | 'jobTtlSeconds'
   | 'idempotency'
->;
+> & {
+  /** Redirect hops before a result URL serves the video; 0 = none. */
+  redirectResults: number;
+};
+
+/** The most redirect hops a result URL may chain (downloaders commonly follow 5 at most). */
+export const MAX_REDIRECT_HOPS = 5;
+
+/** `redirectResults` as a number of hops: true is one, false none. */
+export const redirectHops = (value: boolean | number | undefined): number =>
+  value === true ? 1 : value === false || value === undefined ? 0 : value;
 
 /** What setOptions and POST /admin/options accept. */
 export const runtimeOptionsSchema = z
@@ -62,10 +83,17 @@ export const runtimeOptionsSchema = z
     maxRunningJobs: z.number().int().min(0),
     retryAfterFormat: z.enum(['seconds', 'date']),
     urlTtlSeconds: z.number().min(0),
+    freshUrlOnCheck: z.boolean(),
+    redirectResults: z
+      .union([z.boolean(), z.number().int().min(0).max(MAX_REDIRECT_HOPS)])
+      .transform(redirectHops),
     jobTtlSeconds: z.number().min(0),
     idempotency: z.boolean(),
   })
   .partial();
+
+/** What setOptions and POST /admin/options take (`redirectResults` may be a boolean there). */
+export type RuntimeOptionsInput = z.input<typeof runtimeOptionsSchema>;
 
 /** "path: message" of a zod error's first issue. */
 export function formatIssue(error: z.ZodError): string {

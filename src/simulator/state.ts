@@ -12,7 +12,13 @@ import {
 } from './fault-settings';
 import { isGone, jobStatus, newJob, type GenerationBody, type Job } from './jobs';
 import { RateLimits, runningCapWait } from './rate-limits';
-import { defined, formatIssue, runtimeOptionsSchema, type RuntimeOptions } from './settings';
+import {
+  defined,
+  formatIssue,
+  runtimeOptionsSchema,
+  type RuntimeOptions,
+  type RuntimeOptionsInput,
+} from './settings';
 
 export type { ApiKeyRecord } from './api-keys';
 export type { Job } from './jobs';
@@ -120,7 +126,7 @@ export class SimulatorState {
   }
 
   /** Changes limits and behaviour at runtime; throws on unknown fields or out-of-range values. */
-  setOptions(options: Partial<RuntimeOptions>): RuntimeOptions {
+  setOptions(options: RuntimeOptionsInput): RuntimeOptions {
     const parsed = runtimeOptionsSchema.safeParse(options);
     if (!parsed.success) throw new Error(`options: ${formatIssue(parsed.error)}`);
     return Object.assign(this.options, defined(parsed.data));

@@ -50,7 +50,7 @@ function jobView(state: SimulatorState, origin: string, job: Job, forSubmit: boo
   if (status === 'completed' && job.badAnswer === 'no_url') {
     view.data = []; // job-faults.ts: finished, paid, and no video to fetch
   } else if (status === 'completed') {
-    view.data = [{ url: resultUrl(state, origin, job) }];
+    view.data = [{ url: resultUrl(state, origin, job, !forSubmit) }];
   } else if (status === 'failed' && job.outcome.status === 'failed') {
     view.error = { code: job.outcome.code, message: job.outcome.message, type: 'error' };
   }

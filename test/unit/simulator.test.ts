@@ -125,7 +125,7 @@ describe('simulator: video jobs', () => {
     expect(looksLikeMp4(new Uint8Array(await video.arrayBuffer()))).toBe(true);
   });
 
-  it('lets result URLs expire after the TTL', async () => {
+  it('lets result URLs expire after the TTL (403, as object stores answer)', async () => {
     const s = await sim({ jobSeconds: 0.05, urlTtlSeconds: 0.3 });
     const { id } = (await (await call(s, '/v1/videos/generations', { body: body() })).json()) as {
       id: string;
@@ -134,7 +134,7 @@ describe('simulator: video jobs', () => {
     const r = (await (await call(s, `/v1/videos/generations/${id}`)).json()) as { data: { url: string }[] };
     expect((await fetch(r.data[0]!.url)).status).toBe(200);
     await sleep(400);
-    expect((await fetch(r.data[0]!.url)).status).toBe(410);
+    expect((await fetch(r.data[0]!.url)).status).toBe(403);
   });
 
   it('rejects invalid bodies and unknown job ids with a clear 4xx in the error envelope', async () => {
