@@ -109,8 +109,8 @@ export class OtherVersionBatchError extends VidbatchError {
     super(
       `${batchId} was started by vidbatch 0.x and is still open (its workflow runs on task queue "${taskQueue}"; ` +
         `this version's is "${ours}"), so this version cannot run it. Either finish it with a 0.x worker ` +
-        `(\`npx vidbatch@0 worker\` in the old version's checkout), or cancel it (\`vidbatch cancel ${batchId}\`) ` +
-        'and run the file again: a re-run pays nothing twice (the jobs journal knows every job).',
+        `(\`npx vidbatch@0 worker\` in the old version's checkout), or stop it (\`vidbatch cancel ${batchId}\`, which ` +
+        'terminates a 0.x batch) and run the file again: a re-run pays nothing twice (the jobs journal knows every job).',
     );
   }
 }

@@ -45,6 +45,28 @@ export function checkSameVersion(description: WorkflowExecutionDescription, task
     throw new OtherVersionBatchError(description.workflowId, description.taskQueue, taskQueue);
 }
 
+/**
+ * Cancels a batch. A batch of another major version (0.x) is terminated instead: no worker of this version
+ * polls its task queue, so a cancel request would wait forever for a 0.x worker. Its jobs are in the jobs
+ * journal, so running its file again checks them instead of paying again.
+ */
+export async function cancelBatch(
+  client: Client,
+  batchId: string,
+  taskQueue: string,
+): Promise<'cancelled' | 'terminated'> {
+  const handle = batchHandle(client, batchId);
+  const description = await handle.describe();
+  if (description.status.name === 'RUNNING' && description.taskQueue !== taskQueue) {
+    await handle.terminate(
+      `cancelled from vidbatch 1.x: no worker of this version runs task queue "${description.taskQueue}"`,
+    );
+    return 'terminated';
+  }
+  await handle.cancel();
+  return 'cancelled';
+}
+
 export function batchHandle(client: Client, batchId: string): WorkflowHandle<typeof batchWorkflow> {
   return client.workflow.getHandle<typeof batchWorkflow>(batchId);
 }

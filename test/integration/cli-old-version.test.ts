@@ -1,7 +1,7 @@
 // A batch that vidbatch 0.x started and that is still open, as a 1.0 user meets it: 0.x ran batches on the task
 // queue `vidbatch`, 1.0 on `vidbatch-1`, so no 1.0 worker ever picks it up. `run` of the same file and
 // `status` say so in one message (finish it with a 0.x worker, or cancel it and run the file again), exit 2,
-// and `run` starts nothing.
+// and `run` starts nothing; `cancel` terminates it, and the file then runs on this version.
 import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -55,8 +55,8 @@ describe('a batch started by vidbatch 0.x', () => {
       const expected =
         `${batchId} was started by vidbatch 0.x and is still open (its workflow runs on task queue "vidbatch"; ` +
         `this version's is "vidbatch-1"), so this version cannot run it. Either finish it with a 0.x worker ` +
-        `(\`npx vidbatch@0 worker\` in the old version's checkout), or cancel it (\`vidbatch cancel ${batchId}\`) ` +
-        'and run the file again: a re-run pays nothing twice (the jobs journal knows every job).';
+        `(\`npx vidbatch@0 worker\` in the old version's checkout), or stop it (\`vidbatch cancel ${batchId}\`, which ` +
+        'terminates a 0.x batch) and run the file again: a re-run pays nothing twice (the jobs journal knows every job).';
 
       const run = await vidbatch(['run', 'old.csv', '--detach'], { cwd: e.dir, env: cliEnv });
       expect(run.code, run.stdout + run.stderr).toBe(2);
@@ -71,8 +71,19 @@ describe('a batch started by vidbatch 0.x', () => {
       const status = await vidbatch(['status', batchId], { cwd: e.dir, env: cliEnv });
       expect(status.code, status.stdout + status.stderr).toBe(2);
       expect(status.stderr).toContain(expected);
+
+      // No 1.x worker would ever run a cancellation of it: `cancel` terminates it, and then `run` starts it anew.
+      const cancel = await vidbatch(['cancel', batchId], { cwd: e.dir, env: cliEnv });
+      expect(cancel.code, cancel.stdout + cancel.stderr).toBe(0);
+      expect(cancel.stdout).toContain(`${batchId}: terminated (a 0.x batch`);
+      expect((await old.describe()).status.name).toBe('TERMINATED');
+      const again = await vidbatch(['run', 'old.csv', '--detach'], { cwd: e.dir, env: cliEnv });
+      expect(again.code, again.stdout + again.stderr).toBe(0);
+      const restarted = await e.client.workflow.getHandle(batchId).describe();
+      expect(restarted.taskQueue).toBe(DEFAULT_TASK_QUEUE);
+      await e.client.workflow.getHandle(batchId).terminate('test over');
     } finally {
-      await old.terminate('test over');
+      if ((await old.describe()).status.name === 'RUNNING') await old.terminate('test over');
     }
   }, 120_000);
 });

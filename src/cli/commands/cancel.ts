@@ -11,9 +11,13 @@ export function registerCancelCommand(program: Command): void {
     )
     .argument(...batchArg)
     .action(async (ref: string) => {
-      const { batchHandle, resolveBatchId } = await import('../../client/batches');
+      const { cancelBatch, resolveBatchId } = await import('../../client/batches');
       const batchId = await resolveBatchId(ref);
-      await withSession((s) => batchHandle(s.client, batchId).cancel());
-      console.log(`${batchId}: cancellation requested`);
+      const how = await withSession((s) => cancelBatch(s.client, batchId, s.taskQueue));
+      console.log(
+        how === 'cancelled'
+          ? `${batchId}: cancellation requested`
+          : `${batchId}: terminated (a 0.x batch: no worker of this version can run its cancellation); run its file again to finish it`,
+      );
     });
 }
