@@ -1,7 +1,7 @@
 // `npm run bench`: vidbatch and a naive peer side by side, each against its own simulator with the same
 // settings (rate limit, job latency, seed). Prints a table and, with --json, JSON.
 // `npm run bench -- --scale`: 10,000 fast prompts without a rate limit (history size, RSS, throughput).
-// `npm run bench -- --targets`: issue 18's four target scenarios one after another, one table (targets.ts).
+// `npm run bench -- --targets`: the four target scenarios one after another, one table (targets.ts).
 import { Command, Option } from 'commander';
 import { runScenario, type ScenarioOptions, type ScenarioReport } from './scenario';
 import { printTimeline } from './timeline';
@@ -48,7 +48,7 @@ const program = new Command('bench')
       'run against this Temporal server (e.g. scripts/cluster.sh) instead of a fresh dev server',
     ),
   )
-  .option('--targets', "run issue 18's four target scenarios one after another and print one table")
+  .option('--targets', 'run the four target scenarios one after another and print one table')
   .addOption(
     new Option(
       '--scale-down <n>',

@@ -1,4 +1,4 @@
-// Measures how the Temporal server's task-queue rate limit and fairness behave (issue 12), before vidbatch
+// Measures how the Temporal server's task-queue rate limit and fairness behave, before vidbatch
 // relies on them. Each experiment uses fresh task queues, schedules at most ~300 activities, runs for
 // seconds, and prints when the server dispatched each activity (as seen by the activity itself).
 //

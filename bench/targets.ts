@@ -1,4 +1,4 @@
-// `npm run bench -- --targets`: issue 18's four target scenarios, one after another, each on a fresh dev server
+// `npm run bench -- --targets`: the four target scenarios, one after another, each on a fresh dev server
 // and simulators (bench/scenario.ts), then one table: vidbatch beside the naive peer, the reference schedule,
 // the target and whether it was met. `--scale-down N` shrinks every scenario for a quick smoke run.
 import { cpus } from 'node:os';
@@ -206,7 +206,7 @@ export async function runTargets(o: {
     console.error(`[bench] ${s.name}: ${fmt(report.vidbatch.makespanS, 1)} s`);
   }
   console.log(
-    `\nissue 18 targets${o.scaleDown > 1 ? ` (scaled down ${o.scaleDown}x: a smoke run, targets do not apply)` : ''}; x ref = makespan / reference (clairvoyant schedule; for the running-jobs cap rows x mean latency / cap)\n`,
+    `\ntargets${o.scaleDown > 1 ? ` (scaled down ${o.scaleDown}x: a smoke run, targets do not apply)` : ''}; x ref = makespan / reference (clairvoyant schedule; for the running-jobs cap rows x mean latency / cap)\n`,
   );
   printTargetTable(rows);
   if (o.timeline)

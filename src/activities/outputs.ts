@@ -27,7 +27,7 @@ export function createOutputActivities(outRoot: string, roots?: PathRoots) {
       url: string;
       dir: string;
       name: string;
-      /** The row's `parameters` (absent in histories from before issue 19: the container alone is checked). */
+      /** The row's `parameters` (absent: the container alone is checked). */
       parameters?: Record<string, unknown>;
     }): Promise<DownloadedVideo & { verification: Verification }> {
       try {
@@ -37,7 +37,7 @@ export function createOutputActivities(outRoot: string, roots?: PathRoots) {
         const { file, sha256, bytes } = await downloadVerified(url, dirname(target), basename(target), {
           signal: Context.current().cancellationSignal,
         });
-        // A mismatch is reported, never thrown: retrying cannot change what the gateway made (issue 19).
+        // A mismatch is reported, never thrown: retrying cannot change what the gateway made.
         return { file, sha256, bytes, verification: await verifyVideo(file, askedOf(parameters)) };
       } catch (err) {
         if (err instanceof DownloadError) throw downloadFailed(err);

@@ -67,7 +67,7 @@ export interface ExportedResults {
   succeeded: number;
   failed: number;
   files: string[];
-  /** Downloaded videos checked against their rows (issue 19). */
+  /** Downloaded videos checked against their rows. */
   verification: VerificationSummary;
 }
 

@@ -99,7 +99,7 @@ export interface ManifestSummary {
   unknownSubmitRows: number;
   /** Failed rows per error code. */
   failedByCode: Record<string, number>;
-  /** Downloaded videos checked against their rows (issue 19). */
+  /** Downloaded videos checked against their rows. */
   verification: VerificationSummary;
 }
 

@@ -12,7 +12,7 @@ import type { CsvCells } from './csv-cells';
 /** A row's state: finished (manifest), or not yet: a job was made (journal), or none yet. */
 export type ReviewState = 'succeeded' | 'failed' | 'submitted' | 'waiting';
 
-/** A downloaded video checked against the request (issue 19, section 2); shown when the manifest has it. */
+/** A downloaded video checked against the request; shown when the manifest has it. */
 export type RowVerification = Verification;
 
 export interface ReviewRow {

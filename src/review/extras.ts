@@ -1,4 +1,4 @@
-// Where the spend ledger and the user's prices reach the gallery (issue 19, section 3): the header's ledger line
+// Where the spend ledger and the user's prices reach the gallery: the header's ledger line
 // ("jobs made: N for M rows ..."), the batch's estimated spend (every job made, kept or not) and each card's
 // estimated cost. Verification needs nothing here: data.ts reads it from each manifest row.
 import { computeLedger, formatLedger } from '../results/ledger';

@@ -1,4 +1,4 @@
-// Where a vidbatch process's log entries go (issue 17 §7). The terminal gets one readable line per notable
+// Where a vidbatch process's log entries go. The terminal gets one readable line per notable
 // event ("row 12: status check failed: gateway answered 500 ... (attempt 3, retrying in 16 s)"); every entry,
 // with the SDK's full failure objects, stacks and task tokens, goes to a log file under .vidbatch/logs/,
 // whose path the first terminal line names. The gateway worker's "No workflows registered" warning is for

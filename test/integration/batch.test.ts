@@ -66,9 +66,9 @@ describe('batch workflow on the real dev server and simulator', () => {
     for (const id of prompts) events += await historyEvents(env.client, id);
     const perPrompt = events / 12;
     console.log(`history events per prompt (batch share included): ${perPrompt.toFixed(1)}`);
-    // Issue 17 added about 4 per prompt: one signal per submit to the batch (the unknown-outcome breaker and the
-    // unreachable pause count them) and the results flush timer. Issue 18 put every prompt on the gateway queue
-    // (its first check waits in a workflow timer) and added the capacity gate: 56.6 seen in a clean-clone run.
+    // Per prompt: one signal per submit to the batch (the unknown-outcome breaker and the unreachable pause count
+    // them), the results flush timer, the first check's workflow timer on the gateway queue and the capacity
+    // gate: 56.6 seen in a clean-clone run.
     expect(perPrompt).toBeLessThan(65);
   });
 

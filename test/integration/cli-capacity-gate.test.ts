@@ -1,4 +1,4 @@
-// Issue 18, the capacity gate, as a user meets it: `vidbatch server`, two `vidbatch worker`s, `vidbatch run`
+// The capacity gate, as a user meets it: `vidbatch server`, two `vidbatch worker`s, `vidbatch run`
 // with no budget flag, against a gateway that caps running jobs per key (429 with the time until one finishes
 // as Retry-After, on submits only). Every row succeeds with one job, the refused submits stay few (the batch
 // hands out slots as jobs finish instead of every refused row trying again at once), and `status` says why

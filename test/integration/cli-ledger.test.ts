@@ -1,4 +1,4 @@
-// The spend ledger from the command line (issue 19, section 3): the real `vidbatch` (spawned) against this test's
+// The spend ledger from the command line: the real `vidbatch` (spawned) against this test's
 // Temporal server, worker and a simulator that ignores Idempotency-Key. `status` and `results` print every job
 // the gateway made for the batch, and the figure is checked against the simulator's own count (GET
 // /admin/stats): exact for the jobs whose id reached vidbatch, "up to N more" only for unknown outcomes.

@@ -1,4 +1,4 @@
-// A terminal a person can read (issue 17 §7): a spawned `vidbatch worker` whose jobs answer badly prints one
+// A terminal a person can read: a spawned `vidbatch worker` whose jobs answer badly prints one
 // line per event ("row r3: status check failed: ... (attempt 2, retrying in 1 s)"), never the SDK's failure
 // objects, stacks or task tokens, nor the gateway worker's "No workflows registered"; those go to the log
 // file under .vidbatch/logs/ that the first line names.

@@ -1,4 +1,4 @@
-// Unattended to the end (issue 17), from the command line: the real `vidbatch` (spawned) against this test's
+// Unattended to the end, from the command line: the real `vidbatch` (spawned) against this test's
 // Temporal server, worker and a hostile simulator (Idempotency-Key ignored). Each test is one night's failure:
 // bad answers for one job, a refused key while rows finish, a gateway that takes the money and answers 504,
 // a gateway that cannot be reached, and a re-run after unknown outcomes. Figures are printed.

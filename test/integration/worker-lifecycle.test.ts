@@ -196,9 +196,9 @@ describe('a worker stopped with SIGTERM during a submit', () => {
 
 describe('a worker stopped with SIGTERM while submits wait on a slow gateway', () => {
   it('waits past its grace for every submit on the wire, exits 0: one job per row, no unknown outcome', async () => {
-    // Each submit is answered 12 s after its job was made, far past the 2 s grace. Until issue 17 the worker
-    // gave up after grace + GATEWAY_TIMEOUT_MS + 5 s (here 10 s) and exited 1 with those answers lost: each
-    // row counted an unknown outcome and was submitted (and billed) again.
+    // Each submit is answered 12 s after its job was made, far past the 2 s grace. A worker that gave up after
+    // grace + GATEWAY_TIMEOUT_MS + 5 s (here 10 s) would exit 1 with those answers lost: each row would count an
+    // unknown outcome and be submitted (and billed) again.
     const slowMs = 12_000;
     env = await testEnv({ jobSeconds: 0.5, faults: { slow: 1, slowMs, scope: 'submit' } });
     const out = join(env.dir, 'out');

@@ -4,7 +4,7 @@ import { promptResult } from '../fixtures/prompt-result';
 
 const at = '2030-01-01T00:00:00.000Z';
 
-describe('PriorFold: rows that ended video_mismatch (issue 19)', () => {
+describe('PriorFold: rows that ended video_mismatch', () => {
   const fold = new PriorFold();
   fold.record(
     promptResult('m', {
