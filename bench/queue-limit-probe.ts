@@ -1,3 +1,4 @@
+// Over 400 lines: one probe of the server's rate limiting, each experiment a short function on one harness.
 // Measures how the Temporal server's task-queue rate limit and fairness behave, before vidbatch
 // relies on them. Each experiment uses fresh task queues, schedules at most ~300 activities, runs for
 // seconds, and prints when the server dispatched each activity (as seen by the activity itself).

@@ -1,3 +1,4 @@
+// Over 400 lines: the three gateway activities share the attempt window, error counting and the journal.
 // The gateway activities: submitJob (one POST per attempt, the same Idempotency-Key on every retry; an
 // outcome that may have made a job goes to the workflow as SubmitUnknown, never re-sent by Temporal),
 // checkJob (one status check of a job an earlier run made) and pollJob (at most one status check per

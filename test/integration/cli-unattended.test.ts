@@ -1,3 +1,4 @@
+// Over 400 lines: one night's failures in a row, sharing the spawned-CLI set-up.
 // Unattended to the end, from the command line: the real `vidbatch` (spawned) against this test's
 // Temporal server, worker and a hostile simulator (Idempotency-Key ignored). Each test is one night's failure:
 // bad answers for one job, a refused key while rows finish, a gateway that takes the money and answers 504,

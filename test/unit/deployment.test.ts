@@ -1,3 +1,4 @@
+// Over 400 lines: the compose file, its deploy/ files and the Dockerfile are checked against each other.
 // docker-compose.yml, its deploy/ files and the Dockerfile agree with the code and stay secure by default:
 // valid compose (checked by docker-compose itself when installed), real CLI commands and flags, environment
 // variables the code reads, the search attributes the code defines, supported Temporal images pinned to the

@@ -1,3 +1,4 @@
+// Over 400 lines: the simulator's contract with vidbatch, one route and fault after another, on one set-up.
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
