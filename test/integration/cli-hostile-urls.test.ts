@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { readJsonl } from '../../src/results/jsonl';
 import { readManifest } from '../../src/results/manifest';
 import { vidbatch, type CliRun } from './cli-helpers';
-import { testEnv, type TestEnv } from './helpers';
+import { testEnv, type TestEnv, cliSettings } from './helpers';
 
 let env: TestEnv | undefined;
 let stopCapture: (() => void) | undefined;
@@ -38,15 +38,6 @@ function captureWorkerLogs(): string[] {
 }
 
 const FAST = ['--first-poll', '0.3', '--poll-interval', '0.2', '--poll-cap', '1', '--no-adaptive-poll'];
-
-function cli(e: TestEnv): Record<string, string> {
-  return {
-    TEMPORAL_ADDRESS: e.address,
-    VIDBATCH_TASK_QUEUE: e.taskQueue,
-    GATEWAY_BASE_URL: e.sim.baseUrl,
-    GATEWAY_API_KEY: e.sim.apiKey,
-  };
-}
 
 function manifestOf(r: CliRun): string {
   const path = /Manifest: (\S+manifest\.jsonl)/.exec(r.stdout)?.[1];
@@ -103,7 +94,7 @@ describe('hostile result URLs and error pages from the command line', () => {
     await csv(join(env.dir, 'r.csv'), 6);
     const r = await vidbatch(['run', 'r.csv', '--download', 'videos', ...FAST], {
       cwd: env.dir,
-      env: cli(env),
+      env: cliSettings(env),
     });
     const stats = env.sim.stats();
     console.log('redirects:', {
@@ -143,7 +134,7 @@ describe('hostile result URLs and error pages from the command line', () => {
       // The breaker off: a run of unknown outcomes must not pause the batch and leave this test waiting.
       const r = await vidbatch(['run', `${name}.csv`, '--pause-after-unknown', '0', ...flags, ...FAST], {
         cwd: e.dir,
-        env: cli(e),
+        env: cliSettings(e),
       });
       const after = e.sim.stats();
       const pages = after.headerEchoPages - before.headerEchoPages;
@@ -170,11 +161,11 @@ describe('hostile result URLs and error pages from the command line', () => {
       const batchId = /(batch-[0-9a-f]{16})/.exec(r.stdout)![1]!;
       // What a user looks at afterwards: status, results and its exports.
       outputs[`${name} run`] = r;
-      outputs[`${name} status`] = await vidbatch(['status', batchId], { cwd: e.dir, env: cli(e) });
-      outputs[`${name} results`] = await vidbatch(['results', batchId], { cwd: e.dir, env: cli(e) });
+      outputs[`${name} status`] = await vidbatch(['status', batchId], { cwd: e.dir, env: cliSettings(e) });
+      outputs[`${name} results`] = await vidbatch(['results', batchId], { cwd: e.dir, env: cliSettings(e) });
       outputs[`${name} results jsonl`] = await vidbatch(['results', batchId, '--format', 'jsonl'], {
         cwd: e.dir,
-        env: cli(e),
+        env: cliSettings(e),
       });
       expect((await readJsonl(join(manifestOf(r), '..', 'jobs.jsonl'))).length).toBeGreaterThan(0);
       return { pages, failed };

@@ -10,7 +10,7 @@ import { batchHandle, getProgress } from '../../src/client/batches';
 import type { BatchProgress } from '../../src/contract/progress';
 import { readManifest } from '../../src/results/manifest';
 import { background, vidbatch, type CliRun } from './cli-helpers';
-import { testEnv, type TestEnv } from './helpers';
+import { testEnv, type TestEnv, cliSettings } from './helpers';
 
 let env: TestEnv | undefined;
 afterEach(async () => {
@@ -20,17 +20,8 @@ afterEach(async () => {
 
 const FAST = ['--first-poll', '0.5', '--poll-interval', '0.3', '--poll-cap', '1', '--no-adaptive-poll'];
 
-function cli(e: TestEnv): Record<string, string> {
-  return {
-    TEMPORAL_ADDRESS: e.address,
-    VIDBATCH_TASK_QUEUE: e.taskQueue,
-    GATEWAY_BASE_URL: e.sim.baseUrl,
-    GATEWAY_API_KEY: e.sim.apiKey,
-  };
-}
-
 const command = (e: TestEnv, args: string[], extra: Record<string, string> = {}) =>
-  vidbatch(args, { cwd: e.dir, env: { ...cli(e), ...extra } });
+  vidbatch(args, { cwd: e.dir, env: { ...cliSettings(e), ...extra } });
 
 /** n prompts unique to this test (a batch id is the CSV's hash, and tests share one Temporal server). */
 async function uniqueCsv(e: TestEnv, n: number, extraColumns = ''): Promise<string> {
@@ -99,7 +90,7 @@ describe('spend ledger (spawned vidbatch)', () => {
     const csv = await uniqueCsv(env, 30);
     const p = background(['run', csv, '--concurrency', '2', '--job-deadline', '4', ...FAST], {
       cwd: env.dir,
-      env: cli(env),
+      env: cliSettings(env),
     });
     const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
     const handle = batchHandle(env.client, batchId);

@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { previousInput } from '../../src/client/rerun';
 import { readManifest } from '../../src/results/manifest';
 import { background, vidbatch, type CliRun } from './cli-helpers';
-import { testEnv, type TestEnv } from './helpers';
+import { testEnv, type TestEnv, cliSettings } from './helpers';
 
 let env: TestEnv | undefined;
 afterEach(async () => {
@@ -20,19 +20,11 @@ afterEach(async () => {
 
 const FAST = ['--first-poll', '0.5', '--poll-interval', '0.5', '--poll-cap', '1', '--no-adaptive-poll'];
 
-function cli(e: TestEnv): Record<string, string> {
-  return {
-    TEMPORAL_ADDRESS: e.address,
-    VIDBATCH_TASK_QUEUE: e.taskQueue,
-    GATEWAY_BASE_URL: e.sim.baseUrl,
-    GATEWAY_API_KEY: e.sim.apiKey,
-  };
-}
-
-const run = (e: TestEnv, args: string[]) => vidbatch(['run', ...args, ...FAST], { cwd: e.dir, env: cli(e) });
+const run = (e: TestEnv, args: string[]) =>
+  vidbatch(['run', ...args, ...FAST], { cwd: e.dir, env: cliSettings(e) });
 const runInBackground = (e: TestEnv, args: string[]) =>
-  background(['run', ...args, ...FAST], { cwd: e.dir, env: cli(e) });
-const command = (e: TestEnv, args: string[]) => vidbatch(args, { cwd: e.dir, env: cli(e) });
+  background(['run', ...args, ...FAST], { cwd: e.dir, env: cliSettings(e) });
+const command = (e: TestEnv, args: string[]) => vidbatch(args, { cwd: e.dir, env: cliSettings(e) });
 
 /** n prompts unique to this test (the batch id is the CSV's hash, and tests share one Temporal server). */
 async function uniqueCsv(e: TestEnv, n: number): Promise<string> {

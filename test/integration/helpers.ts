@@ -112,6 +112,16 @@ export async function historyEvents(client: Client, workflowId: string): Promise
   return total;
 }
 
+/** The settings that point a spawned vidbatch at this test's server, task queue and simulator. */
+export function cliSettings(e: TestEnv): Record<string, string> {
+  return {
+    TEMPORAL_ADDRESS: e.address,
+    VIDBATCH_TASK_QUEUE: e.taskQueue,
+    GATEWAY_BASE_URL: e.sim.baseUrl,
+    GATEWAY_API_KEY: e.sim.apiKey,
+  };
+}
+
 /** Environment for a vidbatch CLI process that should use this test's server, task queue and simulator. */
 export function cliEnv(e: TestEnv, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return {
