@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { writeVbenchCsv } from '../../bench/vbench';
 import { startSimulator } from '../../src/simulator/server';
-import { background, vidbatch } from './cli-helpers';
+import { vidbatch, serverAndWorkers } from './cli-helpers';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -25,14 +25,7 @@ describe('a gateway that caps running jobs', () => {
     const sim = await startSimulator({ maxRunningJobs: 3, jobSeconds: 10, jobJitterSeconds: 2 });
     cleanups.push(() => sim.close());
     const env = { GATEWAY_BASE_URL: sim.baseUrl, GATEWAY_API_KEY: sim.apiKey };
-    const server = background(['server'], { cwd: dir });
-    cleanups.push(() => server.stop());
-    await server.waitFor(/Temporal gRPC address/);
-    for (let i = 0; i < 2; i++) {
-      const worker = background(['worker'], { cwd: dir, env });
-      cleanups.push(() => worker.stop());
-      await worker.waitFor(/vidbatch worker polling task queue/);
-    }
+    await serverAndWorkers(dir, env, 2, cleanups);
     await writeVbenchCsv(join(dir, 'p.csv'), ROWS, 'all_dimension', 1800);
     const run = await vidbatch(['run', 'p.csv', '--detach', ...POLL], { cwd: dir, env });
     expect(run.code, run.stderr).toBe(0);

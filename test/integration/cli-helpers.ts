@@ -101,3 +101,23 @@ function collect(child: ChildProcess, interruptWhen?: RegExp): Promise<CliRun> {
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
+
+/**
+ * `vidbatch server` and `workers` × `vidbatch worker` in `dir`, as a user starts them in separate terminals,
+ * each ready before this returns; `cleanups` gets how to stop each.
+ */
+export async function serverAndWorkers(
+  dir: string,
+  env: Record<string, string>,
+  workers: number,
+  cleanups: (() => Promise<unknown>)[],
+): Promise<void> {
+  const server = background(['server'], { cwd: dir });
+  cleanups.push(() => server.stop());
+  await server.waitFor(/Temporal gRPC address/);
+  for (let i = 0; i < workers; i++) {
+    const worker = background(['worker'], { cwd: dir, env });
+    cleanups.push(() => worker.stop());
+    await worker.waitFor(/vidbatch worker polling task queue/);
+  }
+}

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { writeVbenchCsv } from '../../bench/vbench';
 import { startSimulator } from '../../src/simulator/server';
-import { background, vidbatch } from './cli-helpers';
+import { background, vidbatch, serverAndWorkers } from './cli-helpers';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -24,14 +24,7 @@ describe('the shared budget, on by default, with two workers', () => {
     const sim = await startSimulator({ rateLimit: 4, burst: 4, jobSeconds: 3, jobJitterSeconds: 1 });
     cleanups.push(() => sim.close());
     const env = { GATEWAY_BASE_URL: sim.baseUrl, GATEWAY_API_KEY: sim.apiKey };
-    const server = background(['server'], { cwd: dir });
-    cleanups.push(() => server.stop());
-    await server.waitFor(/Temporal gRPC address/);
-    for (let i = 0; i < 2; i++) {
-      const worker = background(['worker'], { cwd: dir, env });
-      cleanups.push(() => worker.stop());
-      await worker.waitFor(/vidbatch worker polling task queue/);
-    }
+    await serverAndWorkers(dir, env, 2, cleanups);
     // a and c are big enough to keep a backlog while b runs and after: priority only shows while others wait.
     for (const [name, rows] of [
       ['a', 60],
