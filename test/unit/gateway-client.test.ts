@@ -38,6 +38,15 @@ async function setup(options: SimulatorOptions = {}, timeoutMs = 2000) {
   return { sim, client };
 }
 
+/** A bare HTTP server answering as `handler` says, and a client of it: for answers the simulator never gives. */
+async function rawGateway(handler: Parameters<typeof createServer>[1], apiKey: () => string = () => 'sk-x') {
+  const server = createServer(handler);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  const client = new GatewayClient({ baseUrl: `http://127.0.0.1:${port}/v1`, apiKey, timeoutMs: 1000 });
+  return { server, client };
+}
+
 const request = {
   model: 'modelfamily-1.0-r2v',
   input: { prompt: 'a fox' },
@@ -174,19 +183,15 @@ describe('GatewayClient against the simulator', () => {
 
   it('never puts the API key into error text, even when the gateway echoes it', async () => {
     const secret = 'sk-very-secret-key-123';
-    const server = createServer((req, res) => {
-      res.writeHead(500, { 'content-type': 'application/json' });
-      res.end(
-        JSON.stringify({ error: { code: 'oops', message: `bad header ${req.headers.authorization}` } }),
-      );
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const { port } = server.address() as AddressInfo;
-    const client = new GatewayClient({
-      baseUrl: `http://127.0.0.1:${port}/v1`,
-      apiKey: () => secret,
-      timeoutMs: 1000,
-    });
+    const { server, client } = await rawGateway(
+      (req, res) => {
+        res.writeHead(500, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({ error: { code: 'oops', message: `bad header ${req.headers.authorization}` } }),
+        );
+      },
+      () => secret,
+    );
     const error = (await client.listModels().catch((e: unknown) => e)) as Error;
     server.close();
     expect(error).toBeInstanceOf(ServerError);
@@ -197,16 +202,9 @@ describe('GatewayClient against the simulator', () => {
 
 describe('a Retry-After over the cap', () => {
   it('waits the cap, not the days a header in milliseconds would ask, and says what was asked', async () => {
-    const server = createServer((_req, res) => {
+    const { server, client } = await rawGateway((_req, res) => {
       res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '86400000' });
       res.end(JSON.stringify({ error: { code: 'rate_limited', message: 'slow down' } }));
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const { port } = server.address() as AddressInfo;
-    const client = new GatewayClient({
-      baseUrl: `http://127.0.0.1:${port}/v1`,
-      apiKey: () => 'sk-x',
-      timeoutMs: 1000,
     });
     const error = (await client.listModels().catch((e: unknown) => e)) as RateLimitError;
     server.close();
@@ -258,17 +256,10 @@ describe("the gateway's request id", () => {
       [503, 'unavailable', {}],
       [500, 'oops', { 'x-request-id': 'id with spaces' }],
     ];
-    const server = createServer((_req, res) => {
+    const { server, client } = await rawGateway((_req, res) => {
       const [status, body, headers] = answers.shift()!;
       res.writeHead(status, headers);
       res.end(body);
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const { port } = server.address() as AddressInfo;
-    const client = new GatewayClient({
-      baseUrl: `http://127.0.0.1:${port}/v1`,
-      apiKey: () => 'sk-x',
-      timeoutMs: 1000,
     });
     const proxy = await failure<ServerError>(client.submit(request, 'k'));
     const torn = await failure<MalformedResponseError>(client.submit(request, 'k'));
@@ -292,17 +283,13 @@ describe("the gateway's request id", () => {
 describe('key redaction in error text', () => {
   /** A client against a server that answers every request `status` with `body(authorization header)`. */
   async function echoing(secret: string, status: number, body: (authorization: string) => string) {
-    const server = createServer((req, res) => {
-      res.writeHead(status, { 'content-type': 'text/plain' });
-      res.end(body(req.headers.authorization ?? ''));
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const { port } = server.address() as AddressInfo;
-    const client = new GatewayClient({
-      baseUrl: `http://127.0.0.1:${port}/v1`,
-      apiKey: () => secret,
-      timeoutMs: 1000,
-    });
+    const { server, client } = await rawGateway(
+      (req, res) => {
+        res.writeHead(status, { 'content-type': 'text/plain' });
+        res.end(body(req.headers.authorization ?? ''));
+      },
+      () => secret,
+    );
     return { client, close: () => server.close() };
   }
 
