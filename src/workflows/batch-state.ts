@@ -319,7 +319,7 @@ export class BatchState {
   }
 
   private checkGuardRails(): void {
-    const { maxFailures, maxFailureRate, maxSubmissions } = this.input.options;
+    const { maxFailures, maxFailureRate } = this.input.options;
     const { failed } = this.counts;
     const finishedRows = this.counts.succeeded + failed;
     if (maxFailures !== undefined && failed >= maxFailures) {
@@ -330,11 +330,17 @@ export class BatchState {
       failed / finishedRows > maxFailureRate
     ) {
       this.stop(`${failed} of ${finishedRows} finished rows failed (--max-failure-rate ${maxFailureRate})`);
-    } else if (maxSubmissions !== undefined && this.nextRow < this.totalRows) {
-      const submitted = this.posts + this.awaitingPost.size;
-      if (submitted >= maxSubmissions)
-        this.stop(`${submitted} jobs submitted (--max-submissions ${maxSubmissions})`);
+    } else {
+      this.checkSpendCap();
     }
+  }
+
+  /** The spend cap counts every POST of the batch's life, so rows an earlier run finished count too. */
+  private checkSpendCap(): void {
+    const { maxSubmissions } = this.input.options;
+    if (maxSubmissions === undefined || this.nextRow >= this.totalRows) return;
+    const submitted = this.posts + this.awaitingPost.size;
+    if (submitted >= maxSubmissions) this.stop(`${submitted} jobs submitted (--max-submissions ${maxSubmissions})`);
   }
 
   /** The next row's prompt starts (the workflow starts its child right after). */
@@ -357,6 +363,7 @@ export class BatchState {
     this.skipped += 1;
     this.counts.succeeded += 1;
     if (prior.unknownSubmits) this.unknownSubmitRows += 1;
+    this.checkSpendCap();
     this.changed();
   }
 
@@ -366,6 +373,7 @@ export class BatchState {
     this.nextRow += 1;
     this.counts.failed += 1;
     this.unknownSubmitRows += 1;
+    this.checkSpendCap();
     this.changed();
   }
 

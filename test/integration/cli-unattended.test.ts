@@ -394,4 +394,26 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     expect(again.stdout).toMatch(/Stopped early: 6 jobs submitted \(--max-submissions 6\)/);
     expect(env.sim.stats().jobsCreated).toBe(6);
   });
+
+  it('a re-run whose finished rows already hold the --max-submissions cap starts no row', async () => {
+    env = await testEnv({ jobSeconds: 1, jobJitterSeconds: 0.2, seed: 3 });
+    await env.startWorker();
+    const csv = await uniqueCsv(env, 10);
+    const p = runInBackground(env, [csv, '--concurrency', '1']);
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    await until('3 rows finished', async () => (await manifestRows(env!, batchId)).length >= 3);
+    expect((await command(env, ['pause', batchId])).code).toBe(0);
+    // Paused with nothing in flight: every job made is a finished row.
+    await until(
+      'the row in flight finished',
+      async () => (await manifestRows(env!, batchId)).length === env!.sim.stats().jobsCreated,
+    );
+    expect((await command(env, ['cancel', batchId])).code).toBe(0);
+    await p.done;
+    const spent = env.sim.stats().jobsCreated;
+    const again = await run(env, [csv, '--concurrency', '1', '--max-submissions', String(spent)]);
+    console.log(`cap already spent: ${spent} jobs before, ${env.sim.stats().jobsCreated} after; exit ${again.code}`);
+    expect(again.stdout).toContain(`Stopped early: ${spent} jobs submitted (--max-submissions ${spent})`);
+    expect(env.sim.stats().jobsCreated).toBe(spent);
+  });
 });

@@ -312,4 +312,13 @@ describe('BatchState', () => {
     state.finished(result('b', 'succeeded'));
     expect(state.stoppedReason).toBe('5 jobs submitted (--max-submissions 5)');
   });
+
+  it('--max-submissions already spent by rows an earlier run finished starts no row at all', () => {
+    const { state } = batch({ maxSubmissions: 2 }, 5);
+    state.skip({ status: 'succeeded', generation: 0, posts: 1 });
+    expect(state.stoppedReason).toBeNull();
+    state.skipUnknown({ status: 'failed', errorCode: 'submit_unknown', generation: 0, posts: 1 });
+    expect(state.stoppedReason).toBe('2 jobs submitted (--max-submissions 2)');
+    expect(state.canStart(3, false)).toBe(false);
+  });
 });
