@@ -340,7 +340,8 @@ export class BatchState {
     const { maxSubmissions } = this.input.options;
     if (maxSubmissions === undefined || this.nextRow >= this.totalRows) return;
     const submitted = this.posts + this.awaitingPost.size;
-    if (submitted >= maxSubmissions) this.stop(`${submitted} jobs submitted (--max-submissions ${maxSubmissions})`);
+    if (submitted >= maxSubmissions)
+      this.stop(`${submitted} jobs submitted (--max-submissions ${maxSubmissions})`);
   }
 
   /** The next row's prompt starts (the workflow starts its child right after). */

@@ -412,7 +412,9 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     await p.done;
     const spent = env.sim.stats().jobsCreated;
     const again = await run(env, [csv, '--concurrency', '1', '--max-submissions', String(spent)]);
-    console.log(`cap already spent: ${spent} jobs before, ${env.sim.stats().jobsCreated} after; exit ${again.code}`);
+    console.log(
+      `cap already spent: ${spent} jobs before, ${env.sim.stats().jobsCreated} after; exit ${again.code}`,
+    );
     expect(again.stdout).toContain(`Stopped early: ${spent} jobs submitted (--max-submissions ${spent})`);
     expect(env.sim.stats().jobsCreated).toBe(spent);
   });
