@@ -1,13 +1,15 @@
 // The readRows activity: a page of the batch's CSV, read on the worker (the batch's input holds only the path
-// and sha256) and checked against the sha256 the batch started with. With the batch's output folder (batches
-// started after the `spend-safety` patch) each row carries what earlier runs know about it (`prior`), and a
-// page is cut by size as well as by count so that no payload comes near Temporal's limit.
-import { stat } from 'node:fs/promises';
-import { resolve } from 'node:path';
+// and sha256) and checked against the sha256 the batch started with. Each row carries what is known about it
+// (`prior`): from earlier runs of its batch, else from other batches of the output root that paid for the
+// same request (results/request-index.ts). A page is cut by size as well as by count so that no payload comes
+// near Temporal's limit.
+import { copyFile, link, mkdir, rm, stat } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 import { loadCsv } from '../input/csv';
 import type { PageRow, PriorOutcome, PromptRow } from '../contract/rows';
 import { FolderPrior, mergePrior } from '../results/prior';
-import { allowedPath, type PathRoots } from './paths';
+import { priorFromIndex, RequestIndex, type RequestSource } from '../results/request-index';
+import { allowedFile, allowedPath, type PathRoots } from './paths';
 import { csvChanged } from './to-failure';
 
 export interface ReadRowsInput {
@@ -23,11 +25,18 @@ export interface ReadRowsInput {
   priorOutDir?: string;
   /** Most bytes of rows JSON per page (at least one row is returned). */
   maxBytes?: number;
+  /** Consult the output root's request index (the root holding the batch's folder): see results/request-index. */
+  reuse?: boolean;
+  /** The batch's download folder: a reused video is linked (or copied) there. */
+  downloadDir?: string;
 }
 
 /** A prior outcome worth sending: the row finished, has a job, or had a submit of unknown outcome. */
 function meaningful(prior: PriorOutcome | undefined): prior is PriorOutcome {
-  return !!prior && (!!prior.status || !!prior.jobId || !!prior.unknownSubmits || prior.generation > 0);
+  return (
+    !!prior &&
+    (!!prior.status || !!prior.jobId || !!prior.unknownSubmits || prior.generation > 0 || !!prior.reused)
+  );
 }
 
 /** Cuts `rows` after the last one that keeps the page's JSON within `maxBytes` (at least one row). */
@@ -56,6 +65,40 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots) {
     return f;
   };
 
+  const indexes = new Map<string, RequestIndex>();
+  const indexOf = (root: string) => {
+    let index = indexes.get(root);
+    if (!index) {
+      if (indexes.size >= 4) indexes.delete(indexes.keys().next().value!);
+      indexes.set(root, (index = new RequestIndex(root)));
+    }
+    return index;
+  };
+
+  /** The earlier batch's video, hard-linked (else copied) into this batch's folder; undefined when it has none. */
+  async function linkVideo(source: RequestSource, rowId: string, downloadDir: string) {
+    const kept = source.view.kept!;
+    if (!kept.file) return undefined;
+    try {
+      const from = await allowedPath(kept.file, 'download', roots);
+      const to = await allowedFile(
+        await allowedPath(downloadDir, 'download', roots),
+        `${rowId}.mp4`,
+        'download',
+        roots,
+      );
+      const there = await stat(to).catch(() => undefined);
+      if (there?.size !== kept.bytes) {
+        await mkdir(dirname(to), { recursive: true });
+        await rm(to, { force: true });
+        await link(from, to).catch(() => copyFile(from, to));
+      }
+      return { path: to, sha256: kept.sha256, bytes: kept.bytes };
+    } catch {
+      return undefined; // the earlier file is gone or not reachable here: the row keeps the URL and job
+    }
+  }
+
   return {
     async readRows(input: ReadRowsInput): Promise<PageRow[]> {
       const { csvSha256, offset, limit } = input;
@@ -76,16 +119,29 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots) {
         csvCache = { key, rows: parsed.rows };
       }
       const rows = csvCache.rows.slice(offset, offset + limit);
-      if (!input.batchId) return rows; // batches started before the spend-safety patch
+      if (!input.batchId) return rows;
       const ownDir = await allowedPath(input.outDir ?? resolve(outRoot, input.batchId), 'out', roots);
       const own = await folder(ownDir).refresh();
       const original = input.priorOutDir
         ? await folder(await allowedPath(input.priorOutDir, 'out', roots)).refresh()
         : undefined;
-      const page: PageRow[] = rows.map((row) => {
-        const prior = mergePrior(own.get(row.id), original?.get(row.id, false));
-        return meaningful(prior) ? { ...row, prior } : row;
-      });
+      const index = input.reuse ? await indexOf(dirname(ownDir)).refresh() : undefined;
+      const page: PageRow[] = [];
+      for (const row of rows) {
+        let prior = mergePrior(own.get(row.id), original?.get(row.id, false));
+        // What this batch knows comes first; the index only speaks for rows this batch never touched.
+        if (!meaningful(prior) && index && row.request) {
+          const reuse = index.lookup(row.request, input.batchId);
+          if (reuse) {
+            const file =
+              reuse.kept && input.downloadDir
+                ? await linkVideo(reuse.kept, row.id, input.downloadDir)
+                : undefined;
+            prior = priorFromIndex(row, reuse, file);
+          }
+        }
+        page.push(meaningful(prior) ? { ...row, prior } : row);
+      }
       return input.maxBytes ? cutBySize(page, input.maxBytes) : page;
     },
   };

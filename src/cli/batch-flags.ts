@@ -97,7 +97,8 @@ export function addSpendSafetyFlags(command: Command): Command {
         `after a submit whose outcome is unknown (timeout, reset, 5xx: a job may exist and be billed): resend with the same Idempotency-Key, or fail the row with code submit_unknown (default ${DEFAULT_ON_UNKNOWN_SUBMIT})`,
       )
         .helpGroup(GROUP.spendSafety)
-        .choices(['resend', 'fail']),
+        .choices(['resend', 'fail'])
+        .hideHelp(), // docs/spend-safety.md: the default suits nearly everyone
     )
     .addOption(
       new Option(

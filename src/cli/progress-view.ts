@@ -15,6 +15,7 @@ export function progressLine(p: BatchProgress, now = Date.now()): string {
     `ETA ${r.etaMs === null ? '?' : formatDuration(r.etaMs)}`,
   ];
   if (p.skipped) parts.push(`${p.skipped} done earlier`);
+  if (p.reused) parts.push(`${p.reused} reused`);
   if (p.unknownSubmitRows) parts.push(`${p.unknownSubmitRows} may be billed twice`);
   // The workflow's clock in a query is its last task's time: compare with ours.
   if (p.holdUntil && p.holdUntil > now)

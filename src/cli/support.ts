@@ -121,9 +121,14 @@ export function summaryLine(
 
 /**
  * What a user must know about spend after a batch (or while it runs): rows that may have been billed more than
- * once (a submit with an unknown outcome), rows an earlier run had already finished (not submitted again).
+ * once (a submit with an unknown outcome), rows an earlier run had already finished (not submitted again), rows
+ * recorded from another batch's job for the same request.
  */
-export function spendSafetyLines(figures: { unknownSubmitRows?: number; skipped?: number }): string[] {
+export function spendSafetyLines(figures: {
+  unknownSubmitRows?: number;
+  skipped?: number;
+  reused?: number;
+}): string[] {
   const lines: string[] = [];
   const unknown = figures.unknownSubmitRows ?? 0;
   if (unknown > 0)
@@ -134,6 +139,11 @@ export function spendSafetyLines(figures: { unknownSubmitRows?: number; skipped?
   if (skipped > 0)
     lines.push(
       `${skipped} ${skipped === 1 ? 'row was' : 'rows were'} skipped: an earlier run of this batch already finished ${skipped === 1 ? 'it' : 'them'} (not submitted again)`,
+    );
+  const reused = figures.reused ?? 0;
+  if (reused > 0)
+    lines.push(
+      `${reused} ${reused === 1 ? 'row reuses a video' : 'rows reuse videos'} another batch in this output root paid for (the same request; no new job): reusedFrom in the manifest names the batch and row; \`run --fresh\` pays again`,
     );
   return lines;
 }

@@ -151,6 +151,8 @@ export async function startBatch(
     },
     ...(options.outDir ? { outDir: batchDir(options.outDir, batchId) } : {}),
     ...(options.downloadDir ? { downloadDir: batchDir(options.downloadDir, batchId) } : {}),
+    // A retry is a deliberate regeneration: it never reuses another batch's video for its rows.
+    ...(retryOf ? { reuse: false } : {}),
   };
   if (before) {
     const changed = changedOptions(before.options, batchOptions);

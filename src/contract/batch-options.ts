@@ -65,6 +65,11 @@ export interface BatchOptions {
   unreachablePauseMs: number;
   /** What a downloaded video that differs from its request does to the row. */
   verify: VerifyMode;
+  /**
+   * Reuse what other batches in the output root paid for (docs/pay-once.md): a kept video is recorded at no
+   * cost, a job that may still finish is followed. False: `run --fresh`, and retry-failed.
+   */
+  reuse: boolean;
 }
 
 /** What a prompt does after a submit whose outcome is unknown (it may have created a billed job). */
@@ -96,6 +101,7 @@ export const DEFAULT_BATCH_OPTIONS: BatchOptions = {
   pauseAfterUnknown: 5,
   unreachablePauseMs: 120_000,
   verify: 'flag',
+  reuse: true,
 };
 
 // Single values of the table, for help texts.

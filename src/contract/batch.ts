@@ -32,6 +32,8 @@ export interface BatchCarry {
   stoppedReason: string | null;
   /** Rows counted as succeeded because an earlier run of the batch finished them (not submitted again). */
   skipped: number;
+  /** Rows recorded from another batch's job for the same request (output root's request index): no new job. */
+  reused: number;
   /** Rows that had a submit with an unknown outcome (each may have been billed more than once). */
   unknownSubmitRows: number;
   /** What paused the batch; null when it is not paused. */
@@ -65,6 +67,8 @@ export interface BatchResult {
   stoppedReason?: string;
   /** Rows finished by an earlier run of the batch, counted in `succeeded`, not submitted again. */
   skipped: number;
+  /** Rows recorded from another batch's job for the same request (output root's request index): no new job. */
+  reused: number;
   /** Rows that had a submit with an unknown outcome (may have been billed more than once). */
   unknownSubmitRows: number;
 }

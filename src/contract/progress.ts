@@ -27,6 +27,8 @@ export interface BatchProgress {
   stoppedReason: string | null;
   /** Rows an earlier run already finished successfully: counted as succeeded, not submitted again. */
   skipped: number;
+  /** Rows recorded from another batch's job for the same request (output root's request index): no new job. */
+  reused: number;
   /** Rows that had a submit with an unknown outcome: each may have been billed more than once. */
   unknownSubmitRows: number;
   /** Epoch ms until which the gateway asked the batch to wait (Retry-After), when in the future. */

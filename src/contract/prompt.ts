@@ -59,6 +59,17 @@ export interface PromptResult extends RowFields {
   journalError?: string;
   /** The gateway's request id (`x-request-id`) of the last answer about this row, for the provider's support. */
   requestId?: string;
+  /**
+   * The same request was paid for by another batch in the output root: its row, whose job (and video) this row
+   * reports at no new cost.
+   */
+  reusedFrom?: ReusedFrom;
+}
+
+/** Another batch's row whose job a row reuses or followed. */
+export interface ReusedFrom {
+  batchId: string;
+  rowId: string;
 }
 
 /** Code of a row whose job answered `completed` with no usable `data[].url`; the job id is kept. */

@@ -1,6 +1,6 @@
 // A CSV row as it crosses Temporal, and what earlier runs know about it. Imported by workflow code: no Node
 // built-ins.
-import type { PromptResult, PromptStatus } from './prompt';
+import type { PromptResult, PromptStatus, ReusedFrom } from './prompt';
 
 export const DEFAULT_MODEL = 'modelfamily-1.0-r2v';
 
@@ -19,6 +19,13 @@ export interface PromptRow {
   input: Record<string, unknown>;
   /** `parameters` object of the request: resolution, duration and any `parameters.<field>` columns. */
   parameters: Record<string, unknown>;
+  /**
+   * The request's identity in its output root (input/request-key.ts): `<hash of what is sent>/<take>`. A row of
+   * another batch in the same root with the same key is the same paid request.
+   */
+  request?: string;
+  /** The `take` column, when the row names its take (a redo export does). */
+  take?: string;
 }
 
 /** A row's own fields as its result carries them, so a failed row can be written back as an input row. */
@@ -45,6 +52,10 @@ export interface PriorOutcome {
   posts?: number;
   /** Not filled by readRows (the payload would double); kept for callers that have it. */
   result?: PromptResult;
+  /** Another batch in the output root kept a video for this request: the result this row records, at no cost. */
+  reused?: PromptResult;
+  /** `jobId` is another batch's job for this request, followed instead of paying again. */
+  followedFrom?: ReusedFrom;
 }
 
 /** A row as readRows returns it: the row, and what earlier runs know about it (absent: nothing). */
@@ -58,5 +69,7 @@ export function rowFields(row: PromptRow): RowFields {
     model: row.model,
     input: row.input,
     parameters: row.parameters,
+    ...(row.request ? { request: row.request } : {}),
+    ...(row.take ? { take: row.take } : {}),
   };
 }

@@ -6,9 +6,10 @@ import { parse } from 'csv-parse/sync';
 import { z } from 'zod';
 import { CsvValidationError, type CsvProblem } from '../errors';
 import { DEFAULT_MODEL, type PromptRow } from '../contract/rows';
+import { assignRequestKeys } from './request-key';
 import { restoreFormula } from './csv-formula';
 
-const KNOWN_COLUMNS = ['id', 'prompt', 'model', 'resolution', 'duration'];
+const KNOWN_COLUMNS = ['id', 'prompt', 'model', 'resolution', 'duration', 'take'];
 const PASS_THROUGH = /^(input|parameters)\.([A-Za-z_][\w-]*)$/;
 /** Headers people use for the prompt in other tools. */
 const PROMPT_ALIASES = ['text', 'prompts', 'caption', 'description', 'query', 'input'];
@@ -44,6 +45,11 @@ const rowSchema = z.object({
     .regex(/^\d+$/, 'must be a whole number of seconds')
     .transform(Number)
     .refine((d) => d >= 1 && d <= 600, 'must be between 1 and 600 seconds')
+    .optional(),
+  take: z
+    .string()
+    .max(64, 'must be at most 64 characters')
+    .regex(/^[^\s/\\]*$/, 'must not contain spaces or slashes')
     .optional(),
 });
 
@@ -280,11 +286,13 @@ export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
       model: parsed.data.model ?? DEFAULTS.model,
       input,
       parameters,
+      ...(parsed.data.take ? { take: parsed.data.take } : {}),
     };
     if (tooLarge(row, cells, line, problem)) return;
     rows.push(row);
   });
   if (!problems.length && rows.length === 0) problem(2, '(file)', 'the file has a header but no rows');
+  assignRequestKeys(rows);
   problems.sort((a, b) => a.line - b.line);
   return { file, sha256: sha256(text), rows, problems };
 }

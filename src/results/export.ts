@@ -97,11 +97,12 @@ export async function exportResults(
   } else {
     const table = (rows: PromptResult[]) =>
       csvText([
-        [...RESULT_COLUMNS, 'file', 'verification'],
+        [...RESULT_COLUMNS, 'file', 'verification', 'reusedFrom'],
         ...rows.map((r) => [
           ...RESULT_COLUMNS.map((c) => String(r[c] ?? '')),
           r.file ?? '',
           verificationCell(r),
+          r.reusedFrom ? `${r.reusedFrom.batchId}/${r.reusedFrom.rowId}` : '',
         ]),
       ]);
     await write('succeeded.csv', table(succeeded));

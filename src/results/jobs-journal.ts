@@ -17,6 +17,8 @@ export interface JournalEntry {
   generation: number;
   /** The submit's outcome is unknown: it may have created a billed job whose id never reached us. */
   unknown?: true;
+  /** The row's request key (input/request-key.ts): other batches in the output root follow this job. */
+  request?: string;
   /** ISO time of the entry. */
   at: string;
   /** What the job was asked for (absent in journals from before the spend ledger): prices it when no manifest line does. */

@@ -40,6 +40,8 @@ export interface Ledger {
   pending: number;
   /** Submits whose outcome was unknown: each may have made one more job (an upper bound, not a count). */
   unknown: number;
+  /** Rows recorded from another batch's job for the same request: that batch's ledger counts the job. */
+  reused: number;
   /** With prices: the estimated cost of the jobs made that have a price. */
   estimatedCost?: number;
   /** With prices: the most the unknown outcomes may have cost on top. */
@@ -96,9 +98,16 @@ export function foldLedger(
     seeGeneration(e.rowId, e.generation);
     if (!jobs.has(e.jobId)) jobs.set(e.jobId, { rowId: e.rowId, generation: e.generation, at: e.at });
   }
+  const reusedRows = new Set<string>();
   for (const line of lines) {
     if (typeof line.rowId !== 'string') continue;
     finalByRow.set(line.rowId, line);
+    if (line.reusedFrom) {
+      // Another batch paid for this job: counted once, there.
+      reusedRows.add(line.rowId);
+      continue;
+    }
+    reusedRows.delete(line.rowId);
     if (typeof line.model === 'string') rowInfo.set(line.rowId, line);
     const u = line.unknownSubmits ?? 0;
     if (u > (manifestUnknown.get(line.rowId) ?? 0)) manifestUnknown.set(line.rowId, u);
@@ -159,6 +168,7 @@ export function foldLedger(
     jobsMade: jobs.size,
     ...counts,
     unknown,
+    reused: reusedRows.size,
     ...(o.prices
       ? {
           estimatedCost: cost,
@@ -192,6 +202,7 @@ export function formatLedger(l: Ledger): string {
   if (l.abandoned) parts.push(`${count(l.abandoned)} abandoned`);
   if (l.pending) parts.push(`${count(l.pending)} pending`);
   if (l.unknown) parts.push(`up to ${count(l.unknown)} more unknown`);
+  if (l.reused) parts.push(`${plural(l.reused, 'row')} reusing jobs other batches paid for`);
   let text = `jobs made: ${count(l.jobsMade)} for ${plural(l.rows, 'row')} (${parts.join(', ')})`;
   if (l.estimatedCost !== undefined) {
     text += `, estimated cost ${formatCost(l.estimatedCost, l.currency)}`;

@@ -21,6 +21,28 @@ interface RowPrior {
   journalUnknown: number;
   /** Journal lines: every POST that made (or may have made) a job. */
   posts: number;
+  /** The row's request key (input/request-key.ts), for the output root's request index. */
+  request?: string;
+  /** What another batch reusing this row's video records: the last succeeded line's job and file. */
+  kept?: KeptVideo;
+}
+
+/** A succeeded row's job and video, as a batch that reuses it records them. */
+export type KeptVideo = Pick<
+  PromptResult,
+  'jobId' | 'url' | 'generation' | 'submittedAt' | 'file' | 'sha256' | 'bytes' | 'verification'
+>;
+
+/** What the output root's request index learns of a row: its request key and its state after the new lines. */
+export interface RowView {
+  rowId: string;
+  request?: string;
+  status?: PromptResult['status'];
+  errorCode?: string;
+  jobId?: string;
+  jobGeneration: number;
+  unknownSubmits: number;
+  kept?: KeptVideo;
 }
 
 /** Folds manifest records and journal entries into one prior outcome per row. */
@@ -50,6 +72,18 @@ export class PriorFold {
       row.jobGeneration = generation;
     }
     row.manifestUnknown = r.unknownSubmits ?? 0;
+    if (r.request) row.request = r.request;
+    row.kept =
+      r.status === 'succeeded' && r.jobId
+        ? {
+            jobId: r.jobId,
+            ...(r.url ? { url: r.url } : {}),
+            generation,
+            ...(r.submittedAt ? { submittedAt: r.submittedAt } : {}),
+            ...(r.file ? { file: r.file, sha256: r.sha256, bytes: r.bytes } : {}),
+            ...(r.verification ? { verification: r.verification } : {}),
+          }
+        : undefined;
   }
 
   /** A journal line: a job made (the highest generation's is the row's latest), or an unknown outcome. */
@@ -63,6 +97,23 @@ export class PriorFold {
     }
     if (e.unknown) row.journalUnknown += 1;
     if (e.unknown || e.jobId) row.posts += 1;
+    if (e.request) row.request = e.request;
+  }
+
+  /** A row as the request index sees it (undefined: the folder never mentioned it). */
+  view(rowId: string): RowView | undefined {
+    const row = this.rows.get(rowId);
+    if (!row) return undefined;
+    return {
+      rowId,
+      ...(row.request ? { request: row.request } : {}),
+      ...(row.status ? { status: row.status } : {}),
+      ...(row.errorCode ? { errorCode: row.errorCode } : {}),
+      ...(row.jobId ? { jobId: row.jobId } : {}),
+      jobGeneration: row.jobGeneration,
+      unknownSubmits: Math.max(row.manifestUnknown, row.journalUnknown),
+      ...(row.kept ? { kept: row.kept } : {}),
+    };
   }
 
   /**
@@ -100,6 +151,11 @@ export class FolderPrior {
   }
 
   async refresh(): Promise<PriorFold> {
+    return (await this.update()).fold;
+  }
+
+  /** Reads what the files gained; `mentions` pairs each request key they mention with its row. */
+  async update(): Promise<{ fold: PriorFold; mentions: [request: string, rowId: string][]; reset: boolean }> {
     const m = await this.manifest.read();
     const j = await this.journal.read();
     if (m.reset || j.reset) {
@@ -107,11 +163,18 @@ export class FolderPrior {
       this.fold = new PriorFold();
       this.manifest = new JsonlTail(manifestPath(this.dir));
       this.journal = new JsonlTail(journalPath(this.dir));
-      return this.refresh();
+      return { ...(await this.update()), reset: true };
     }
-    for (const r of m.records) this.fold.record(r);
-    for (const e of j.records) this.fold.entry(e);
-    return this.fold;
+    const mentions: [string, string][] = [];
+    for (const r of m.records) {
+      this.fold.record(r);
+      if (typeof r.request === 'string') mentions.push([r.request, r.rowId]);
+    }
+    for (const e of j.records) {
+      this.fold.entry(e);
+      if (typeof e.request === 'string') mentions.push([e.request, e.rowId]);
+    }
+    return { fold: this.fold, mentions, reset: false };
   }
 }
 

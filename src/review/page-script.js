@@ -244,7 +244,25 @@
       say('no row is marked ' + mark + note);
       return;
     }
-    const lines = [data.header, ...rows.map((r) => r.cells)].map((cells) => cells.map(csvCell).join(','));
+    // A redo is a new take of the same request (src/input/request-key.ts): without it, the output root's request
+    // index would record the very video the row is redone for.
+    let header = data.header;
+    let cells = rows.map((r) => r.cells);
+    if (mark === 'redo') {
+      const take =
+        'redo-' +
+        new Date()
+          .toISOString()
+          .replace(/[-:TZ]/g, '')
+          .slice(0, 14);
+      const at = header.indexOf('take');
+      if (at >= 0) cells = cells.map((c) => c.map((v, i) => (i === at ? take : v)));
+      else {
+        header = [...header, 'take'];
+        cells = cells.map((c) => [...c, take]);
+      }
+    }
+    const lines = [header, ...cells].map((row) => row.map(csvCell).join(','));
     const blob = new Blob([lines.join('\n') + '\n'], { type: 'text/csv' });
     const a = el('a');
     a.href = URL.createObjectURL(blob);

@@ -59,6 +59,8 @@ export class BatchState {
   private startedThisRun = 0;
   /** Rows an earlier run finished successfully, counted as succeeded without a prompt. */
   skipped: number;
+  /** Rows recorded from another batch's job for the same request, counted as succeeded without a prompt. */
+  reused: number;
   /** Rows with a submit of unknown outcome (this run's prompts, or earlier runs' for rows finished now). */
   unknownSubmitRows: number;
   /** In-flight rows whose earlier runs had an unknown submit outcome. */
@@ -86,6 +88,7 @@ export class BatchState {
       runs: 0,
       stoppedReason: null,
       skipped: 0,
+      reused: 0,
       unknownSubmitRows: 0,
       pauseKind: null,
       unknownInARow: 0,
@@ -106,6 +109,7 @@ export class BatchState {
     this.startedAt = carry.startedAt;
     this.runs = carry.runs;
     this.skipped = carry.skipped;
+    this.reused = carry.reused;
     this.unknownSubmitRows = carry.unknownSubmitRows;
   }
 
@@ -150,6 +154,7 @@ export class BatchState {
       manifestPath: this.manifestPath,
       stoppedReason: this.stoppedReason,
       skipped: this.skipped,
+      reused: this.reused,
       unknownSubmitRows: this.unknownSubmitRows,
       holdUntil: this.gateUntil > now ? this.gateUntil : null,
       holdReason: this.gateUntil > now ? this.holdReason(now) : null,
@@ -368,6 +373,15 @@ export class BatchState {
     this.changed();
   }
 
+  /** The next row's request was paid for by another batch of the output root: recorded from its job, no prompt. */
+  reuse(result: PromptResult): void {
+    this.nextRow += 1;
+    this.reused += 1;
+    this.counts.succeeded += 1;
+    if (result.unknownSubmits) this.unknownSubmitRows += 1;
+    this.changed();
+  }
+
   /** The next row ended `submit_unknown` in an earlier run: counted as failed again, not re-sent. */
   skipUnknown(prior: PriorOutcome): void {
     this.posts += prior.posts ?? 0;
@@ -432,6 +446,7 @@ export class BatchState {
       runs: this.runs + 1,
       stoppedReason: this.stoppedReason,
       skipped: this.skipped,
+      reused: this.reused,
       unknownSubmitRows: this.unknownSubmitRows,
     };
   }
@@ -446,6 +461,7 @@ export class BatchState {
       notStarted: this.totalRows - this.nextRow,
       ...(this.stoppedReason ? { stoppedReason: this.stoppedReason } : {}),
       skipped: this.skipped,
+      reused: this.reused,
       unknownSubmitRows: this.unknownSubmitRows,
     };
   }

@@ -100,6 +100,12 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   late.recorder = recorder;
 
   const start = ({ prior, ...row }: PageRow) => {
+    if (prior?.reused) {
+      // Another batch in the output root kept a video for this very request: recorded from its job, no cost.
+      state.reuse(prior.reused);
+      recorder.add(prior.reused);
+      return;
+    }
     if (prior?.status === 'succeeded') {
       // An earlier run of this batch recorded it as succeeded: counted, not submitted, not recorded again.
       state.skip(prior);
@@ -111,7 +117,13 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
       return;
     }
     state.started(row.id, prior);
-    startPrompt(input, row, prior).then(finished, (err: unknown) =>
+    const followedFrom = prior?.followedFrom;
+    // A followed job that ended the row is another batch's payment: the row says whose.
+    const settled = (result: PromptResult) =>
+      finished(
+        followedFrom && result.jobId === prior?.jobId ? { ...result, reusedFrom: followedFrom } : result,
+      );
+    startPrompt(input, row, prior).then(settled, (err: unknown) =>
       finished({
         ...rowFields(row),
         status: 'failed',
@@ -143,6 +155,8 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
             maxBytes: MAX_PAGE_BYTES,
             ...(options.outDir ? { outDir: options.outDir } : {}),
             ...(input.priorOutDir ? { priorOutDir: input.priorOutDir } : {}),
+            ...(options.reuse ? { reuse: true } : {}),
+            ...(options.downloadDir ? { downloadDir: options.downloadDir } : {}),
           },
         ],
       );

@@ -154,6 +154,7 @@ describe('BatchState', () => {
       runs: 1,
       stoppedReason: null,
       skipped: 0,
+      reused: 0,
       unknownSubmitRows: 0,
       unknownInARow: 0,
       posts: 0,
@@ -178,6 +179,7 @@ describe('BatchState', () => {
       manifestPath: '/out/manifest.jsonl',
       notStarted: 8,
       skipped: 0,
+      reused: 0,
       unknownSubmitRows: 0,
     });
   });

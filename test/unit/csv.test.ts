@@ -13,6 +13,7 @@ import {
   suggestColumn,
 } from '../../src/input/csv';
 import { CsvValidationError } from '../../src/errors';
+import { requestHash } from '../../src/input/request-key';
 import { vbenchPrompts, writeVbenchCsv } from '../../bench/vbench';
 
 describe('parseCsv', () => {
@@ -36,7 +37,31 @@ describe('parseCsv', () => {
       model: 'modelfamily-1.0-r2v',
       input: { prompt: 'second' },
       parameters: { resolution: '720P', duration: 5 },
+      request: `${requestHash(rows[1]!)}/1`,
     });
+  });
+
+  it('keys each row by what it sends and its take: identical rows are takes 1, 2, 3; a take column names its own', () => {
+    const { rows } = parseCsv(
+      'id,prompt,duration,take\na,a fox,5,\nb,a fox,5,\nc,a fox,6,\nd,a fox,5,\ne,a fox,5,redo-1\n',
+      'x.csv',
+    );
+    const hash = requestHash(rows[0]!);
+    expect(rows.map((r) => r.request)).toEqual([
+      `${hash}/1`,
+      `${hash}/2`,
+      `${requestHash(rows[2]!)}/1`,
+      `${hash}/3`,
+      `${hash}/redo-1/1`,
+    ]);
+    expect(requestHash(rows[2]!)).not.toBe(hash);
+    // The id and the line are not part of the request: the same rows in another order are the same requests.
+    const moved = parseCsv('prompt,duration\na fox,6\na fox,5\n', 'y.csv').rows;
+    expect(moved.map((r) => r.request)).toEqual([`${requestHash(rows[2]!)}/1`, `${hash}/1`]);
+    // Key order inside input.* or parameters.* does not matter.
+    expect(requestHash({ model: 'm', input: { a: 1, b: 2 }, parameters: {} })).toBe(
+      requestHash({ model: 'm', input: { b: 2, a: 1 }, parameters: {} }),
+    );
   });
 
   it('passes input.<field> and parameters.<field> columns into the request, parsing JSON-looking values', () => {

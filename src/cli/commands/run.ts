@@ -85,7 +85,8 @@ export function registerRunCommand(program: Command): void {
         'stop submitting once more than this share (0-1) of finished rows failed, from 10 finished rows on',
       )
         .helpGroup(GROUP.guardRails)
-        .argParser(fraction),
+        .argParser(fraction)
+        .hideHelp(), // docs/how-a-batch-runs.md
     )
     .addOption(
       new Option('--batch-deadline <s>', 'submit no new job this many seconds after the start')
@@ -96,6 +97,12 @@ export function registerRunCommand(program: Command): void {
       new Option('--max-submissions <n>', 'spend cap: submit at most this many jobs in the whole batch')
         .helpGroup(GROUP.spendSafety)
         .argParser(positiveWhole),
+    )
+    .addOption(
+      new Option(
+        '--fresh',
+        'pay for every row again: reuse no video or job that other batches in the output root paid for the same request',
+      ).helpGroup(GROUP.spendSafety),
     );
   addSpendSafetyFlags(command);
   addRateBudgetFlags(command);
@@ -151,20 +158,12 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
   const parsed = await loadCsv(csvPath);
   if (parsed.problems.length) fail(new CsvValidationError(parsed.problems));
   if (o.dryRun) {
-    const [{ plan }, { estimateRows }, { estimateLine }] = await Promise.all([
-      import('../../input/plan'),
-      import('../../results/prices'),
-      import('../estimate'),
-    ]);
-    const estimate = prices && estimateRows(parsed.rows, prices);
-    console.log(
-      JSON.stringify(
-        { batchId: batchIdFor(parsed), ...plan(parsed.rows), ...(estimate ? { estimate } : {}) },
-        null,
-        2,
-      ),
-    );
-    if (estimate) console.error(estimateLine(parsed.rows.length, estimate));
+    const { printPlan } = await import('../plan-report');
+    await printPlan(parsed, batchIdFor(parsed), {
+      ...(o.outRoot ? { outRoot: o.outRoot as string } : {}),
+      fresh: !!o.fresh,
+      ...(prices ? { prices } : {}),
+    });
     return;
   }
   const { followInTerminal, openBatchSession } = await import('../follow');
@@ -201,6 +200,7 @@ function batchOptionsFrom(o: Record<string, unknown>): StartBatchOptions {
     maxFailures: o.maxFailures as number | undefined,
     maxFailureRate: o.maxFailureRate as number | undefined,
     maxSubmissions: o.maxSubmissions as number | undefined,
+    ...(o.fresh ? { reuse: false } : {}),
     ...(o.batchDeadline !== undefined ? { deadlineAt: Date.now() + (o.batchDeadline as number) } : {}),
   };
 }

@@ -1,0 +1,70 @@
+// What `plan` and `run --dry-run` print: the rows by model, resolution and duration, what the output root
+// already paid for (rows done earlier, videos reused, jobs followed) and the new jobs, with their estimated
+// cost when prices are given.
+import { join, resolve } from 'node:path';
+import type { PromptRow } from '../contract/rows';
+import type { ParsedCsv } from '../input/csv';
+import { plan } from '../input/plan';
+import { estimateRows, type Prices } from '../results/prices';
+import { FolderPrior } from '../results/prior';
+import { RequestIndex } from '../results/request-index';
+import { estimateLine } from './estimate';
+
+export interface ReusePlan {
+  /** Rows an earlier run of this batch finished. */
+  doneEarlier: number;
+  /** Rows another batch in the output root kept a video for (the same request): recorded at no cost. */
+  reused: number;
+  /** Rows with a job already made (by this batch or another) that is checked before paying again. */
+  followed: number;
+  /** Rows that will submit a new job. */
+  newJobs: number;
+}
+
+/** How a run of `rows` as batch `batchId` in `outRoot` would use what the root already paid for. */
+export async function reusePlan(
+  rows: PromptRow[],
+  outRoot: string,
+  batchId: string,
+  reuse: boolean,
+): Promise<{ plan: ReusePlan; newRows: PromptRow[] }> {
+  const own = await new FolderPrior(join(outRoot, batchId)).refresh();
+  const index = reuse ? await new RequestIndex(outRoot).refresh() : undefined;
+  const counts: ReusePlan = { doneEarlier: 0, reused: 0, followed: 0, newJobs: 0 };
+  const newRows: PromptRow[] = [];
+  for (const row of rows) {
+    const prior = own.get(row.id);
+    if (prior?.status === 'succeeded') counts.doneEarlier += 1;
+    else if (prior?.jobId) counts.followed += 1;
+    else {
+      const found = !prior && row.request ? index?.lookup(row.request, batchId) : undefined;
+      if (found?.kept) counts.reused += 1;
+      else if (found?.follow) counts.followed += 1;
+      else {
+        counts.newJobs += 1;
+        newRows.push(row);
+      }
+    }
+  }
+  return { plan: counts, newRows };
+}
+
+/** Prints the plan of `csv` as JSON on stdout, and the reuse and cost lines on stderr. */
+export async function printPlan(
+  csv: ParsedCsv,
+  batchId: string,
+  o: { outRoot?: string; fresh?: boolean; prices?: Prices },
+): Promise<void> {
+  const outRoot = resolve(o.outRoot || process.env.VIDBATCH_OUT_ROOT || 'out');
+  const { plan: reuse, newRows } = await reusePlan(csv.rows, outRoot, batchId, !o.fresh);
+  const estimate = o.prices && estimateRows(newRows, o.prices);
+  console.log(
+    JSON.stringify({ batchId, ...plan(csv.rows), reuse, ...(estimate ? { estimate } : {}) }, null, 2),
+  );
+  const earlier = reuse.doneEarlier + reuse.reused + reuse.followed;
+  if (earlier)
+    console.error(
+      `${reuse.newJobs} new jobs for ${csv.rows.length} rows: ${reuse.doneEarlier} done earlier in this batch, ${reuse.reused} reuse videos other batches in ${outRoot} paid for, ${reuse.followed} check jobs already made`,
+    );
+  if (estimate) console.error(estimateLine(newRows.length, estimate));
+}

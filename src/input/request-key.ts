@@ -1,0 +1,38 @@
+// A row's request identity: what is sent (model, `input`, `parameters`), hashed, plus its take. Identical
+// requests in one file are separate takes (the first, second, third occurrence), so three identical rows make
+// three videos, and the same rows in another file are the same three requests. A `take` column names takes
+// deliberately (the gallery's redo export sets one, so a redo is a new request).
+import { createHash } from 'node:crypto';
+import type { PromptRow } from '../contract/rows';
+
+/** JSON with object keys sorted at every depth: the same request always hashes the same. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** The hash of what a row sends: 24 hex characters of sha256 over model, input and parameters. */
+export function requestHash(row: Pick<PromptRow, 'model' | 'input' | 'parameters'>): string {
+  const body = canonical({ model: row.model, input: row.input, parameters: row.parameters });
+  return createHash('sha256').update(body).digest('hex').slice(0, 24);
+}
+
+/**
+ * Sets `request` on every row, in file order: `<hash>/<n>` for the n-th occurrence of a request, or
+ * `<hash>/<take>/<n>` when the row names its take.
+ */
+export function assignRequestKeys(rows: (PromptRow & { take?: string })[]): void {
+  const seen = new Map<string, number>();
+  for (const row of rows) {
+    const base = row.take ? `${requestHash(row)}/${row.take}` : requestHash(row);
+    const n = (seen.get(base) ?? 0) + 1;
+    seen.set(base, n);
+    row.request = `${base}/${n}`;
+  }
+}

@@ -1,0 +1,139 @@
+// A request is paid once per output root, whatever file it comes from: the real `vidbatch` (spawned) against
+// this test's Temporal server, worker and simulator, which ignores Idempotency-Key (the worst case: only
+// vidbatch's own records stop a second payment). The simulator's job counter is the bill.
+import { randomUUID } from 'node:crypto';
+import { stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { stringify } from 'csv-stringify/sync';
+import { afterEach, describe, expect, it } from 'vitest';
+import { vbenchPrompts } from '../../bench/vbench';
+import type { PromptResult } from '../../src/contract/prompt';
+import { readManifest } from '../../src/results/manifest';
+import { vidbatch, type CliRun } from './cli-helpers';
+import { cliSettings, testEnv, type TestEnv } from './helpers';
+
+let env: TestEnv | undefined;
+afterEach(async () => {
+  await env?.close();
+  env = undefined;
+});
+
+const FAST = ['--first-poll', '0.3', '--poll-interval', '0.2', '--poll-cap', '1', '--no-adaptive-poll'];
+
+const cli = (e: TestEnv, args: string[]) => vidbatch(args, { cwd: e.dir, env: cliSettings(e) });
+const run = (e: TestEnv, file: string) => cli(e, ['run', file, '--download', 'dl', ...FAST]);
+const output = (r: CliRun) => `exit ${r.code}\n${r.stdout}\n${r.stderr}`;
+
+async function writeCsv(e: TestEnv, name: string, rows: [id: string, prompt: string][]): Promise<void> {
+  await writeFile(join(e.dir, name), stringify([['id', 'prompt'], ...rows]));
+}
+
+async function manifestOf(r: CliRun): Promise<PromptResult[]> {
+  const path = /Manifest: (\S+manifest\.jsonl)/.exec(r.stdout)?.[1];
+  if (!path) throw new Error(`no manifest in output:\n${output(r)}`);
+  return readManifest(path);
+}
+
+const reuseOf = (r: CliRun) => (JSON.parse(r.stdout) as { reuse: unknown }).reuse;
+const batchOf = (r: CliRun) => /(batch-[0-9a-f]{16}):/.exec(r.stdout)?.[1];
+
+describe('pay once per request in an output root (spawned vidbatch, simulator ignoring Idempotency-Key)', () => {
+  it('an edited and extended file pays for the new rows only; the same rows reordered pay nothing', async () => {
+    env = await testEnv({ idempotency: false });
+    await env.startWorker();
+    const tag = randomUUID().slice(0, 8);
+    const prompts = (await vbenchPrompts()).slice(0, 21).map((p) => `${p} (${tag})`);
+    const rows: [string, string][] = prompts.slice(0, 20).map((p, i) => [`r${i + 1}`, p]);
+    await writeCsv(env, 'a.csv', rows);
+    const first = await run(env, 'a.csv');
+    expect(first.code, output(first)).toBe(0);
+    expect(env.sim.stats().jobsCreated).toBe(20);
+    const batchA = batchOf(first)!;
+
+    // One prompt fixed, one row added: two new requests.
+    const edited: [string, string][] = [...rows, ['r21', prompts[20]!]];
+    edited[4] = ['r5', `${rows[4]![1]} at dusk`];
+    await writeCsv(env, 'b.csv', edited);
+    const planned = await cli(env, ['plan', 'b.csv']);
+    expect(reuseOf(planned)).toEqual({ doneEarlier: 0, reused: 19, followed: 0, newJobs: 2 });
+    const second = await run(env, 'b.csv');
+    console.log(`edited and extended: ${env.sim.stats().jobsCreated} jobs in all for 20 + 21 rows`);
+    expect(second.code, output(second)).toBe(0);
+    expect(env.sim.stats().jobsCreated).toBe(22);
+    expect(second.stdout).toContain('21 succeeded, 0 failed of 21');
+    expect(second.stdout).toContain('19 rows reuse videos another batch in this output root paid for');
+    expect(second.stdout).toMatch(
+      /jobs made: 2 for 21 rows \(2 kept, 19 rows reusing jobs other batches paid for\)/,
+    );
+    const batchB = batchOf(second)!;
+    const manifestB = await manifestOf(second);
+    const reused = manifestB.filter((r) => r.reusedFrom);
+    expect(reused.map((r) => r.reusedFrom!.batchId)).toEqual(Array(19).fill(batchA));
+    for (const r of reused) {
+      // The earlier batch's video, now in this batch's folder too.
+      expect(r.file).toBe(join(env.dir, 'dl', batchB, `${r.rowId}.mp4`));
+      expect((await stat(r.file!)).size).toBe(r.bytes);
+    }
+    expect(
+      manifestB
+        .filter((r) => !r.reusedFrom)
+        .map((r) => r.rowId)
+        .sort(),
+    ).toEqual(['r21', 'r5']);
+
+    // The same 21 rows in another order, under other ids: every request was paid for.
+    await writeCsv(
+      env,
+      'c.csv',
+      [...edited].reverse().map(([, p], i) => [`c${i + 1}`, p]),
+    );
+    const dry = await cli(env, ['run', 'c.csv', '--dry-run']);
+    expect(reuseOf(dry)).toEqual({ doneEarlier: 0, reused: 21, followed: 0, newJobs: 0 });
+    const third = await run(env, 'c.csv');
+    console.log(`reordered: ${env.sim.stats().jobsCreated} jobs in all`);
+    expect(third.code, output(third)).toBe(0);
+    expect(third.stdout).toContain('21 succeeded, 0 failed of 21');
+    expect(env.sim.stats().jobsCreated).toBe(22);
+  });
+
+  it('identical rows are separate takes; another file reuses them; --fresh pays again', async () => {
+    env = await testEnv({ idempotency: false });
+    await env.startWorker();
+    const prompt = `a red kite over a wheat field (${randomUUID().slice(0, 8)})`;
+    await writeCsv(env, 'three.csv', [
+      ['t1', prompt],
+      ['t2', prompt],
+      ['t3', prompt],
+    ]);
+    const first = await run(env, 'three.csv');
+    expect(first.code, output(first)).toBe(0);
+    expect(env.sim.stats().jobsCreated).toBe(3);
+    expect(new Set((await manifestOf(first)).map((r) => r.jobId)).size).toBe(3);
+
+    await writeCsv(env, 'more.csv', [
+      ['x1', prompt],
+      ['x2', `${prompt}, at night`],
+      ['x3', prompt],
+      ['x4', prompt],
+    ]);
+    const second = await run(env, 'more.csv');
+    expect(second.code, output(second)).toBe(0);
+    console.log(`three takes, then a file with them: ${env.sim.stats().jobsCreated} jobs`);
+    expect(env.sim.stats().jobsCreated).toBe(4);
+    const byRow = new Map((await manifestOf(second)).map((r) => [r.rowId, r]));
+    expect([byRow.get('x1'), byRow.get('x3'), byRow.get('x4')].map((r) => r?.reusedFrom?.rowId)).toEqual([
+      't1',
+      't2',
+      't3',
+    ]);
+
+    await writeCsv(env, 'fresh.csv', [
+      ['f1', prompt],
+      ['f2', prompt],
+    ]);
+    const fresh = await cli(env, ['run', 'fresh.csv', '--fresh', '--download', 'dl', ...FAST]);
+    expect(fresh.code, output(fresh)).toBe(0);
+    expect(env.sim.stats().jobsCreated).toBe(6);
+    expect((await manifestOf(fresh)).filter((r) => r.reusedFrom)).toEqual([]);
+  });
+});
