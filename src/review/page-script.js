@@ -244,23 +244,27 @@
       say('no row is marked ' + mark + note);
       return;
     }
-    // A redo is a new take of the same request (src/input/request-key.ts): without it, the output root's request
-    // index would record the very video the row is redone for.
+    // Redoing a video is a new take of the same request (src/input/request-key.ts): without it, the output
+    // root's request index would record the very video the row is redone for. A row without a video keeps its
+    // request, so a job of it that may still finish (cancelled, abandoned) is checked before paying again.
     let header = data.header;
     let cells = rows.map((r) => r.cells);
-    if (mark === 'redo') {
+    if (mark === 'redo' && rows.some((r) => r.state === 'succeeded')) {
       const take =
         'redo-' +
         new Date()
           .toISOString()
           .replace(/[-:TZ]/g, '')
           .slice(0, 14);
-      const at = header.indexOf('take');
-      if (at >= 0) cells = cells.map((c) => c.map((v, i) => (i === at ? take : v)));
-      else {
+      let at = header.indexOf('take');
+      if (at < 0) {
         header = [...header, 'take'];
-        cells = cells.map((c) => [...c, take]);
+        cells = cells.map((c) => [...c, '']);
+        at = header.length - 1;
       }
+      cells = cells.map((c, n) =>
+        rows[n].state === 'succeeded' ? c.map((v, i) => (i === at ? take : v)) : c,
+      );
     }
     const lines = [header, ...cells].map((row) => row.map(csvCell).join(','));
     const blob = new Blob([lines.join('\n') + '\n'], { type: 'text/csv' });

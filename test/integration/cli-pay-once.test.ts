@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { vbenchPrompts } from '../../bench/vbench';
 import type { PromptResult } from '../../src/contract/prompt';
 import { readManifest } from '../../src/results/manifest';
-import { vidbatch, type CliRun } from './cli-helpers';
+import { background, vidbatch, type CliRun } from './cli-helpers';
 import { cliSettings, testEnv, type TestEnv } from './helpers';
 
 let env: TestEnv | undefined;
@@ -94,6 +94,43 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
     expect(third.code, output(third)).toBe(0);
     expect(third.stdout).toContain('21 succeeded, 0 failed of 21');
     expect(env.sim.stats().jobsCreated).toBe(22);
+  });
+
+  it('a job a cancelled batch made is followed by another file with the same request, not paid again', async () => {
+    env = await testEnv({ idempotency: false, jobSeconds: 4, jobJitterSeconds: 0 });
+    await env.startWorker();
+    const tag = randomUUID().slice(0, 8);
+    const prompts = (await vbenchPrompts()).slice(30, 34).map((p) => `${p} (${tag})`);
+    await writeCsv(
+      env,
+      'slow.csv',
+      prompts.map((p, i) => [`s${i + 1}`, p]),
+    );
+    const started = background(['run', 'slow.csv', '--concurrency', '4', ...FAST], {
+      cwd: env.dir,
+      env: cliSettings(env),
+    });
+    const batchA = (await started.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    for (let i = 0; env.sim.stats().jobsCreated < 4; i++) {
+      if (i > 600) throw new Error(`4 jobs never made:\n${started.output()}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect((await cli(env, ['cancel', batchA])).code).toBe(0);
+    await started.done;
+    await writeCsv(
+      env,
+      'again.csv',
+      prompts.map((p, i) => [`a${i + 1}`, p]),
+    );
+    const planned = await cli(env, ['plan', 'again.csv']);
+    expect(reuseOf(planned)).toEqual({ doneEarlier: 0, reused: 0, followed: 4, newJobs: 0 });
+    const again = await run(env, 'again.csv');
+    console.log(`cancelled with 4 jobs, then another file: ${env.sim.stats().jobsCreated} jobs`);
+    expect(again.code, output(again)).toBe(0);
+    expect(again.stdout).toContain('4 succeeded, 0 failed of 4');
+    expect(env.sim.stats().jobsCreated).toBe(4);
+    const manifest = await manifestOf(again);
+    expect(manifest.map((r) => r.reusedFrom?.batchId)).toEqual(Array(4).fill(batchA));
   });
 
   it('identical rows are separate takes; another file reuses them; --fresh pays again', async () => {

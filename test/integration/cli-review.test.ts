@@ -175,6 +175,8 @@ describe.skipIf(!CHROMIUM)('vidbatch review', () => {
     expect(parsed.rows.map((r) => [r.id, r.prompt, r.parameters.resolution])).toEqual([
       ['fox', TRICKY, '1080P'],
     ]);
+    // A new take of the same request: the output root's request index does not hand back the rejected video.
+    expect(parsed.rows[0]!.take).toMatch(/^redo-\d{14}$/);
     const validate = await cli(env, ['validate', 'redo.csv']);
     expect(validate.code).toBe(0);
     expect(validate.stdout).toContain('1 rows, no problems');
