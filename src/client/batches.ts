@@ -84,6 +84,30 @@ export interface StartBatchOptions extends Partial<Omit<BatchOptions, 'poll'>> {
   priorOutDir?: string;
 }
 
+/**
+ * A file edited while its batch runs makes a new batch; the old one pauses when it next reads the file. Says so,
+ * and what to do with it, for every batch still running from the same path.
+ */
+async function sayOlderBatchesOf(
+  session: Session,
+  csvPath: string,
+  batchId: string,
+  log: (message: string) => void,
+): Promise<void> {
+  try {
+    const query = `WorkflowType = '${batchWorkflow.name}' AND ExecutionStatus = 'Running'`;
+    for await (const w of session.client.workflow.list({ query })) {
+      if (w.workflowId === batchId || w.memo?.csvPath !== csvPath) continue;
+      log(
+        `${w.workflowId} was started from ${csvPath} before it changed and is still running: it pauses when it next reads the file (its rows in flight finish). ` +
+          `Cancel it (\`vidbatch cancel ${w.workflowId}\`): ${batchId} checks the jobs it made for unchanged rows and pays only for what changed.`,
+      );
+    }
+  } catch {
+    // Advice only: a server without visibility queries still runs the batch.
+  }
+}
+
 /** A batch's own folder under a shared root: `<root>/<batchId>`. */
 export function batchDir(root: string, batchId: string): string {
   return resolve(root, batchId);
@@ -187,8 +211,9 @@ export async function startBatch(
       staticDetails:
         `**CSV:** ${resolve(csvPath)}\n\n**sha256:** ${csv.sha256}\n\n**Window:** ${batchOptions.concurrency} prompts` +
         (retryOf ? `\n\n**Retries the failed rows of:** ${retryOf}` : ''),
-      ...(retryOf ? { memo: { retryOf } } : {}),
+      memo: { csvPath: resolve(csvPath), ...(retryOf ? { retryOf } : {}) },
     });
+    if (!attached) await sayOlderBatchesOf(session, resolve(csvPath), batchId, log);
     return { handle, batchId, attached, csv };
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;

@@ -66,7 +66,7 @@ export interface BatchOptions {
   /** What a downloaded video that differs from its request does to the row. */
   verify: VerifyMode;
   /**
-   * Reuse what other batches in the output root paid for (docs/pay-once.md): a kept video is recorded at no
+   * Reuse what other batches in the output root paid for (docs/spend-safety.md): a kept video is recorded at no
    * cost, a job that may still finish is followed. False: `run --fresh`, and retry-failed.
    */
   reuse: boolean;
