@@ -71,12 +71,16 @@ export class CsvValidationError extends VidbatchError {
   }
 }
 
-/** Thrown by downloadVerified when a video cannot be fetched or fails verification; `retryable` says whether trying again can help. */
+/**
+ * Thrown by downloadVerified when a video cannot be fetched or fails verification; `retryable` says whether
+ * trying again can help; `httpStatus`, the URL's answer when it refused the video (403, 404, 410: expired).
+ */
 export class DownloadError extends VidbatchError {
   override name = 'DownloadError';
   constructor(
     message: string,
     readonly retryable: boolean,
+    readonly httpStatus?: number,
   ) {
     super(message);
   }

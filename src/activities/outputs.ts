@@ -21,21 +21,37 @@ export function createOutputActivities(outRoot: string, roots?: PathRoots) {
     async downloadVideo({
       url,
       dir,
+      batchId,
+      outDir,
       name,
       parameters,
+      maxBytes,
     }: {
       url: string;
-      dir: string;
+      /** The folder (under a download root); absent: the batch's output folder, beside its manifest. */
+      dir?: string;
+      /** The batch, whose output folder (`outDir`, else `<outRoot>/<batchId>`) takes the video without `dir`. */
+      batchId?: string;
+      outDir?: string;
       name: string;
       /** The row's `parameters` (absent: the container alone is checked). */
       parameters?: Record<string, unknown>;
+      /** The largest file accepted (absent: DEFAULT_MAX_VIDEO_BYTES). */
+      maxBytes?: number;
     }): Promise<DownloadedVideo & { verification: Verification }> {
       try {
-        const target = await allowedFile(dir, name, 'download', roots);
+        // Without `dir` the video goes where the batch's manifest goes, so the out roots allow it.
+        if (dir === undefined && outDir === undefined && !batchId)
+          throw new Error('downloadVideo needs a folder: dir, outDir or batchId');
+        const target =
+          dir !== undefined
+            ? await allowedFile(dir, name, 'download', roots)
+            : await allowedFile(outDir ?? resolve(outRoot, batchId!), name, 'out', roots);
         // A stopping worker cancels its activities after the grace: a download stops there (and resumes
         // from its .part file on the next attempt) rather than keeping the worker up to its own timeout.
         const { file, sha256, bytes } = await downloadVerified(url, dirname(target), basename(target), {
           signal: Context.current().cancellationSignal,
+          ...(maxBytes !== undefined ? { maxBytes } : {}),
         });
         // A mismatch is reported, never thrown: retrying cannot change what the gateway made.
         return { file, sha256, bytes, verification: await verifyVideo(file, askedOf(parameters)) };

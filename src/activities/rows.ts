@@ -27,7 +27,9 @@ export interface ReadRowsInput {
   maxBytes?: number;
   /** Consult the output root's request index (the root holding the batch's folder): see results/request-index. */
   reuse?: boolean;
-  /** The batch's download folder: a reused video is linked (or copied) there. */
+  /** The batch downloads its videos (a reused video is linked, or copied, where its own would go). */
+  download?: boolean;
+  /** The batch's download folder; default its output folder. */
   downloadDir?: string;
 }
 
@@ -76,17 +78,27 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots) {
   };
 
   /** The earlier batch's video, hard-linked (else copied) into this batch's folder; undefined when it has none. */
-  async function linkVideo(source: RequestSource, rowId: string, downloadDir: string) {
+  async function linkVideo(
+    source: RequestSource,
+    rowId: string,
+    downloadDir: string | undefined,
+    ownDir: string,
+  ) {
     const kept = source.view.kept!;
     if (!kept.file) return undefined;
     try {
-      const from = await allowedPath(kept.file, 'download', roots);
-      const to = await allowedFile(
-        await allowedPath(downloadDir, 'download', roots),
-        `${rowId}.mp4`,
-        'download',
-        roots,
+      // Videos go to a download root, or beside the manifest in an out root (the default).
+      const from = await allowedPath(kept.file, 'download', roots).catch(() =>
+        allowedPath(kept.file!, 'out', roots),
       );
+      const to = downloadDir
+        ? await allowedFile(
+            await allowedPath(downloadDir, 'download', roots),
+            `${rowId}.mp4`,
+            'download',
+            roots,
+          )
+        : await allowedFile(ownDir, `${rowId}.mp4`, 'out', roots);
       const there = await stat(to).catch(() => undefined);
       if (there?.size !== kept.bytes) {
         await mkdir(dirname(to), { recursive: true });
@@ -134,8 +146,8 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots) {
           const reuse = index.lookup(row.request, input.batchId);
           if (reuse) {
             const file =
-              reuse.kept && input.downloadDir
-                ? await linkVideo(reuse.kept, row.id, input.downloadDir)
+              reuse.kept && input.download
+                ? await linkVideo(reuse.kept, row.id, input.downloadDir, ownDir)
                 : undefined;
             prior = priorFromIndex(row, reuse, file);
           }

@@ -9,6 +9,7 @@ import {
   type ClassifiedActivity,
 } from '../contract/failures';
 import type { DownloadError, PathNotAllowedError } from '../errors';
+import { EXPIRED_URL_STATUSES } from '../results/download';
 import {
   AuthenticationError,
   BadRequestError,
@@ -141,8 +142,20 @@ export function csvChanged(message: string): ApplicationFailure {
   });
 }
 
-/** A video could not be fetched or verified; retried only when trying again can help. */
+/**
+ * A video could not be fetched or verified; retried only when trying again can help. A URL that answered
+ * 403, 404 or 410 is `UrlExpired` with its `httpStatus`, never retried: the workflow asks the job for a fresh
+ * URL instead.
+ */
 export function downloadFailed(err: DownloadError): ApplicationFailure {
+  if (err.httpStatus !== undefined && EXPIRED_URL_STATUSES.includes(err.httpStatus))
+    return ApplicationFailure.create({
+      type: FailureType.UrlExpired,
+      message: err.message,
+      nonRetryable: true,
+      details: [{ httpStatus: err.httpStatus }],
+      category: ApplicationFailureCategory.BENIGN,
+    });
   return ApplicationFailure.create({
     type: FailureType.DownloadFailed,
     message: err.message,

@@ -141,7 +141,7 @@ export function addSpendSafetyFlags(command: Command): Command {
 export function verifyOption(): Option {
   return new Option(
     '--verify <mode>',
-    'with --download, each video is checked against its row (duration, resolution): flag records a mismatch on the row (default); strict also ends the row as failed with code video_mismatch (job and file kept; never re-submitted by itself: `retry-failed --code video_mismatch` regenerates it)',
+    'each downloaded video is checked against its row (duration, resolution): flag records a mismatch on the row (default); strict also ends the row as failed with code video_mismatch (job and file kept; never re-submitted by itself: `retry-failed --code video_mismatch` regenerates it)',
   )
     .helpGroup(GROUP.output)
     .choices(['flag', 'strict']);

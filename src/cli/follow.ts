@@ -10,7 +10,9 @@ import { openSession, type Session } from '../client/session';
 import type { SimulatorOptions } from '../simulator/server';
 import { ConfigError } from '../errors';
 import { computeLedger, formatLedger } from '../results/ledger';
+import { summarizeManifest } from '../results/manifest';
 import type { Prices } from '../results/prices';
+import { verificationLines } from '../results/verification-summary';
 import { startAndFollow } from '../starter';
 import { createProgressView } from './progress-view';
 import { EXIT, fail, spendSafetyLines, summaryLine } from './support';
@@ -135,6 +137,10 @@ export async function followInTerminal(session: Session, f: FollowInTerminal): P
           () => undefined,
         ));
       if (ledger && (ledger.jobsMade || ledger.unknown)) console.log(formatLedger(ledger));
+      // Which videos are on disk (and that provider URLs expire for those that are not).
+      const final =
+        result.manifestPath && (await summarizeManifest(result.manifestPath).catch(() => undefined));
+      for (const line of verificationLines(final ? final.verification : undefined)) console.log(line);
       if (result.stoppedReason)
         console.log(`Stopped early: ${result.stoppedReason}; ${result.notStarted} rows not submitted.`);
     }

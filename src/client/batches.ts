@@ -74,7 +74,8 @@ export function batchHandle(client: Client, batchId: string): WorkflowHandle<typ
 /**
  * `outDir` and `downloadDir` are ROOTS shared by batches: each batch writes its manifest and jobs journal in
  * `<outDir>/<batchId>/` and its videos in `<downloadDir>/<batchId>/`, so batches never mix. Without `outDir`
- * the worker's root (`vidbatch worker --out`, default `out`) is used the same way.
+ * the worker's root (`vidbatch worker --out`, default `out`) is used the same way; without `downloadDir` the
+ * videos go into the batch's own output folder, unless `download` is false.
  */
 export interface StartBatchOptions extends Partial<Omit<BatchOptions, 'poll'>> {
   poll?: Partial<BatchOptions['poll']>;
@@ -178,6 +179,8 @@ export async function startBatch(
     // A retry is a deliberate regeneration: it never reuses another batch's video for its rows.
     ...(retryOf ? { reuse: false } : {}),
   };
+  // --no-download given to a batch that had a download root: no root is left to suggest otherwise.
+  if (batchOptions.download === false) delete batchOptions.downloadDir;
   if (before) {
     const changed = changedOptions(before.options, batchOptions);
     log(
@@ -333,11 +336,12 @@ export async function retryFailed(
   if (earlier.length) onEarlier?.(earlier.map((e) => e.retry));
   const csv = await failedRowsCsv(manifest, dirname(manifest), batchId, code, taken);
   if (csv.rows === 0) return undefined;
-  // The retry downloads (under the same root) and verifies as the original batch did, unless told.
+  // The retry downloads (under the same root, or not at all) and verifies as the original batch did, unless told.
   const original = (await previousInput(session.client, batchId))?.options;
   const started = await startBatch(session, csv.path, {
     outDir: outRoot,
     ...(original?.downloadDir ? { downloadDir: dirname(original.downloadDir) } : {}),
+    ...(original?.download === false ? { download: false } : {}),
     ...(original?.verify ? { verify: original.verify } : {}),
     ...definedOnly(start),
     retryOf: batchId,

@@ -39,8 +39,17 @@ export interface BatchOptions {
   promptsPerRun: number;
   /** Where the worker writes the manifest; default `out/<batchId>`. */
   outDir?: string;
+  /**
+   * Download each finished video, verified, as soon as its job completes: into `downloadDir` when set, else
+   * into the batch's output folder beside its manifest (`outDir`, or the worker's `<out root>/<batchId>`).
+   * false (`--no-download`): only the provider's URL is recorded. Absent (a batch started before this
+   * option): downloads only with `downloadDir`.
+   */
+  download?: boolean;
   /** Download each finished video into this folder (as the worker sees it), verified, as soon as it completes. */
   downloadDir?: string;
+  /** The largest video downloaded, in bytes; a larger one fails its download, not retried. Absent: the default. */
+  maxVideoBytes?: number;
   /** Guard rails: the batch stops submitting and ends cleanly once any is crossed. */
   maxFailures?: number;
   /** Failed share of finished rows (0-1), checked once at least 10 rows finished. */
@@ -81,6 +90,12 @@ export function unreachableRetryMs(unreachablePauseMs: number): number {
 }
 
 /**
+ * The largest video downloaded by default (`--max-video-bytes`): 2 GiB, far above any generated clip (a 10 s
+ * 1080p video is tens of MB), so only a wrong or hostile URL reaches it.
+ */
+export const DEFAULT_MAX_VIDEO_BYTES = 2 * 1024 ** 3;
+
+/**
  * The one table of batch defaults, applied by the client when it starts a batch (a flag given, else the
  * batch's stored options, else this); workflows get complete options and apply none. A wide window: with jobs
  * taking minutes, keeping a gateway's rate limit busy takes hundreds of jobs in flight; the gateway queue's
@@ -102,6 +117,8 @@ export const DEFAULT_BATCH_OPTIONS: BatchOptions = {
   unreachablePauseMs: 120_000,
   verify: 'flag',
   reuse: true,
+  download: true,
+  maxVideoBytes: DEFAULT_MAX_VIDEO_BYTES,
 };
 
 // Single values of the table, for help texts.

@@ -15,6 +15,11 @@ export const FailureType = {
   NotSent: 'NotSent',
   CsvChanged: 'CsvChanged',
   DownloadFailed: 'DownloadFailed',
+  /**
+   * A video URL answered 403, 404 or 410 (expired, as signed URLs do, or gone): the same URL cannot work
+   * again, a new status check of the job may give a fresh one. Details: `{ httpStatus }`.
+   */
+  UrlExpired: 'UrlExpired',
   /** A submit whose outcome is unknown (timeout or reset after sending, 5xx, unreadable 2xx): it may have made a job. */
   SubmitUnknown: 'SubmitUnknown',
   /** A submit could not be sent for longer than the batch allows (connection refused, DNS): nothing was sent. */

@@ -4,7 +4,7 @@ import type { BatchOptions, PollSchedule, UnknownSubmitPolicy, VerifyMode } from
 import type { Verification } from './jobs';
 import type { PromptRow, RowFields } from './rows';
 
-/** The spend-safety and rate-budget fields of a batch's options, as its prompts get them. */
+/** The spend-safety, rate-budget and download fields of a batch's options, as its prompts get them. */
 export function promptSpendOptions(
   options: BatchOptions,
 ): Pick<
@@ -17,6 +17,8 @@ export function promptSpendOptions(
   | 'weight'
   | 'unreachablePauseMs'
   | 'verify'
+  | 'download'
+  | 'maxVideoBytes'
 > {
   return {
     onUnknownSubmit: options.onUnknownSubmit,
@@ -27,6 +29,8 @@ export function promptSpendOptions(
     weight: options.weight,
     unreachablePauseMs: options.unreachablePauseMs,
     verify: options.verify,
+    ...(options.download !== undefined ? { download: options.download } : {}),
+    ...(options.maxVideoBytes !== undefined ? { maxVideoBytes: options.maxVideoBytes } : {}),
   };
 }
 
@@ -44,11 +48,13 @@ export interface PromptResult extends RowFields {
   polls: number;
   submittedAt?: string;
   finishedAt: string;
-  /** With --download: the verified file, or why it could not be fetched. */
+  /** The verified file (unless --no-download), or why it could not be fetched. */
   file?: string;
   sha256?: string;
   bytes?: number;
   downloadError?: string;
+  /** When `vidbatch download` fetched `file` (a line it appended; absent: the run's own download). */
+  downloadedAt?: string;
   /** The downloaded file checked against the row's duration and resolution (absent: not downloaded). */
   verification?: Verification;
   /** Submits of this row whose outcome was unknown: each may have created a billed job (absent: none). */
@@ -72,6 +78,12 @@ export interface ReusedFrom {
   rowId: string;
 }
 
+/**
+ * Code of a row whose video URL answered 403, 404 or 410 and whose job, checked once more, gave no URL that
+ * worked: paid, its job id kept; `vidbatch download` asks the job again, a re-run checks it (no new job).
+ */
+export const URL_EXPIRED_CODE = 'url_expired';
+
 /** Code of a row whose job answered `completed` with no usable `data[].url`; the job id is kept. */
 export const NO_VIDEO_URL_CODE = 'no_video_url';
 
@@ -82,6 +94,13 @@ export interface PromptInput {
   jobDeadlineMs: number;
   activityTimeoutMs: number;
   downloadDir?: string;
+  /**
+   * Download the finished video (into `downloadDir`, else the batch's output folder); false: record its URL
+   * only. Absent (a batch started before the option): download only with `downloadDir`.
+   */
+  download?: boolean;
+  /** The largest video downloaded, in bytes (absent: the worker's default, DEFAULT_MAX_VIDEO_BYTES). */
+  maxVideoBytes?: number;
   /** A job an earlier run of this row created: checked at the gateway before paying for another. */
   knownJobId?: string;
   /**

@@ -2,19 +2,22 @@
 // file resumes with a Range request only for the URL it came from (sidecar `<name>.part.json`); an existing
 // file is reused only when its sha256 matches the recorded one (or the one just downloaded), and never
 // overwritten: a different video for the same name is kept next to it. Used for one video (the downloadVideo
-// activity) and for every video of a batch (`vidbatch download`).
+// activity) and for every video of a batch (`vidbatch download`), which records what it fetched in the
+// manifest, the one record of which file each row has.
 // Redirects (object stores answer 302 to a CDN) are followed by a small loop rather than undici's redirect
 // interceptor, so each hop's scheme is checked before anything is sent and the error names the URL.
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { request, type Dispatcher } from 'undici';
 import { DownloadError } from '../errors';
+import { DEFAULT_MAX_VIDEO_BYTES } from '../contract/batch-options';
 import type { DownloadedVideo, Verification } from '../contract/jobs';
-import { readManifest } from './manifest';
+import { URL_EXPIRED_CODE, VIDEO_MISMATCH_CODE, type PromptResult } from '../contract/prompt';
+import { appendResults, readManifest } from './manifest';
 import { askedOf, verifyVideo } from './verify-video';
 
 async function size(path: string): Promise<number | undefined> {
@@ -50,11 +53,13 @@ async function verifyFile(path: string, url: string): Promise<DownloadedVideo> {
   return { file: path, sha256: await sha256Of(path), bytes };
 }
 
+export { DEFAULT_MAX_VIDEO_BYTES };
+
 /**
- * The largest video downloaded by default: 2 GiB, far above any generated clip (a 10 s 1080p video is tens of
- * MB), so only a wrong or hostile URL reaches it.
+ * Answers of a video URL that mean this URL will not serve the video again: 403 (what object stores answer
+ * to an expired signed URL), 404 and 410. A fresh status check of the job may give a working URL.
  */
-export const DEFAULT_MAX_VIDEO_BYTES = 2 * 1024 ** 3;
+export const EXPIRED_URL_STATUSES: readonly number[] = [403, 404, 410];
 
 /** Redirects followed per download; one more is an error (a loop, or a chain no CDN needs). */
 export const MAX_REDIRECTS = 5;
@@ -227,9 +232,11 @@ async function fetchToPart(url: string, part: string, options: DownloadOptions):
     if (statusCode !== 200 && statusCode !== 206) {
       await response.body.dump();
       // 404/410/403: the link is gone or expired; retrying the same URL cannot help.
+      const expired = EXPIRED_URL_STATUSES.includes(statusCode);
       throw new DownloadError(
-        `${url}: HTTP ${statusCode}${statusCode === 410 ? ' (link expired)' : ''}`,
+        `${url}: HTTP ${statusCode}${expired ? ' (link expired or gone)' : ''}`,
         statusCode >= 500 || statusCode === 429,
+        statusCode,
       );
     }
     const type = String(headers['content-type'] ?? '');
@@ -298,48 +305,160 @@ export interface DownloadReport {
   file?: string;
   sha256?: string;
   bytes?: number;
+  /** The file was already there (recorded in the manifest, same sha256): nothing was fetched. */
   reused?: boolean;
+  /** The recorded URL had expired and the job, asked again, gave this one, which worked. */
+  freshUrl?: string;
   error?: string;
   /** The file checked against the row's duration and resolution (verify-video.ts). */
   verification?: Verification;
 }
 
+export interface DownloadBatchOptions {
+  /** Where videos with no file yet go (default: the manifest's folder, where `run` puts them). */
+  dir?: string;
+  /** Downloads at once (default 4). */
+  concurrency?: number;
+  /** The largest video accepted, in bytes (default DEFAULT_MAX_VIDEO_BYTES). */
+  maxBytes?: number;
+  /**
+   * Asks the gateway for the job's URL now (a status check; a gateway may sign a fresh one), after the
+   * recorded URL answered 403, 404 or 410; resolves undefined when the job gives none. Absent: not asked.
+   */
+  currentUrl?: (jobId: string) => Promise<string | undefined>;
+  /** `--verify strict` (the batch's own): a video that differs from its row fails it as `video_mismatch`. */
+  strict?: boolean;
+  /** Waits between attempts of a retryable failure (tests shorten it). */
+  retryDelayMs?: number;
+}
+
+/** Whether `vidbatch download` fetches a row's video: its job completed (succeeded, or its URL expired). */
+export function downloadable(r: PromptResult): boolean {
+  if (r.status === 'succeeded') return !!r.url;
+  return r.errorCode === URL_EXPIRED_CODE && !!(r.jobId || r.url);
+}
+
+/** A recorded file that is still there with its recorded sha256, or undefined. */
+async function recordedFile(r: PromptResult): Promise<DownloadedVideo | undefined> {
+  if (!r.file || !r.sha256 || (await size(r.file)) === undefined) return undefined;
+  const found = await verifyFile(r.file, r.file).catch(() => undefined);
+  return found?.sha256 === r.sha256 ? found : undefined;
+}
+
 /**
- * Downloads every succeeded row's video into `dir` (`<rowId>.mp4`), `concurrency` at a time, verifying each and
- * skipping files already verified, and checks each against its row (`verification`); writes `downloads.jsonl`
- * there and returns one report per row.
+ * Fetches one row's video into `dir`, retrying what can be retried; a URL that answers 403, 404 or 410 is
+ * replaced once by the job's current URL (`currentUrl`).
+ */
+async function fetchRow(
+  r: PromptResult,
+  dir: string,
+  options: DownloadBatchOptions,
+): Promise<DownloadedVideo & { url: string; fresh: boolean }> {
+  let url = r.url;
+  let fresh = false;
+  // The job is asked at most once per row. A url_expired row's URL is known to fail: its job is asked first.
+  let asked = false;
+  if ((!url || r.status === 'failed') && r.jobId && options.currentUrl) {
+    asked = true;
+    const current = await options.currentUrl(r.jobId);
+    if (current) [url, fresh] = [current, current !== r.url];
+  }
+  if (!url) throw new DownloadError(`no URL: job ${r.jobId} gave none when asked again`, false);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const got = await downloadVerified(url, dir, `${r.rowId}.mp4`, {
+        ...(r.sha256 ? { expectedSha256: r.sha256 } : {}),
+        ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}),
+      });
+      return { file: got.file, sha256: got.sha256, bytes: got.bytes, url, fresh };
+    } catch (err) {
+      if (!(err instanceof DownloadError)) throw err;
+      const gone = err.httpStatus !== undefined && EXPIRED_URL_STATUSES.includes(err.httpStatus);
+      if (gone && !asked && r.jobId && options.currentUrl) {
+        asked = true;
+        const current = await options.currentUrl(r.jobId);
+        if (!current || current === url)
+          throw new DownloadError(
+            `${err.message}; job ${r.jobId}, asked again, gave ${current ? 'the same URL' : 'no URL'}`,
+            false,
+            err.httpStatus,
+          );
+        [url, fresh, attempt] = [current, true, 0];
+        continue;
+      }
+      if (!err.retryable || attempt >= 3) throw err;
+      await new Promise((done) => setTimeout(done, (options.retryDelayMs ?? 1000) * attempt));
+    }
+  }
+}
+
+/**
+ * Downloads the video of every row whose job completed (a succeeded row with its URL, or one that ended
+ * `url_expired`), `concurrency` at a time, verifying each and checking it against its row. The manifest is the
+ * one record of which file each row has: a file it names that is still there with its sha256 is kept as it
+ * is (nothing is fetched); every video fetched here is appended to the manifest as the row's new last line
+ * (with `downloadedAt`), so `status`, `results`, `review` and re-runs see it. Returns one report per row.
  */
 export async function downloadBatch(
   manifest: string,
-  dir: string,
-  concurrency = 4,
+  options: DownloadBatchOptions = {},
 ): Promise<DownloadReport[]> {
-  const rows = (await readManifest(manifest)).filter((r) => r.status === 'succeeded' && r.url);
+  const rows = (await readManifest(manifest)).filter(downloadable);
+  const dir = options.dir ?? dirname(manifest);
   const reports: DownloadReport[] = [];
+  const fetched: PromptResult[] = [];
   let next = 0;
   const worker = async () => {
     for (let i = next++; i < rows.length; i = next++) {
       const row = rows[i]!;
-      let report: DownloadReport = { rowId: row.rowId, error: 'not attempted' };
-      for (let attempt = 1; attempt <= 3; attempt++) {
-        try {
-          const got = await downloadVerified(row.url!, dir, `${row.rowId}.mp4`, {
-            expectedSha256: row.sha256,
-          });
-          const verification = await verifyVideo(got.file, askedOf(row.parameters));
-          report = { rowId: row.rowId, ...got, verification };
-          break;
-        } catch (err) {
-          report = { rowId: row.rowId, error: (err as Error).message };
-          if (!(err as { retryable?: boolean }).retryable) break;
-          await new Promise((r) => setTimeout(r, 1000 * attempt));
-        }
+      const kept = await recordedFile(row);
+      if (kept) {
+        reports.push({ rowId: row.rowId, ...kept, reused: true, verification: row.verification });
+        continue;
       }
-      reports.push(report);
+      try {
+        const { url, fresh, ...got } = await fetchRow(row, dir, options);
+        const verification = await verifyVideo(got.file, askedOf(row.parameters));
+        reports.push({ rowId: row.rowId, ...got, verification, ...(fresh ? { freshUrl: url } : {}) });
+        fetched.push(fetchedResult(row, { ...got, verification }, url, options.strict === true));
+      } catch (err) {
+        reports.push({ rowId: row.rowId, error: (err as Error).message });
+      }
     }
   };
-  await Promise.all(Array.from({ length: Math.max(1, concurrency) }, worker));
-  await mkdir(dir, { recursive: true });
-  await writeFile(join(dir, 'downloads.jsonl'), reports.map((r) => JSON.stringify(r)).join('\n') + '\n');
-  return reports;
+  await Promise.all(Array.from({ length: Math.max(1, options.concurrency ?? 4) }, worker));
+  if (fetched.length) await appendResults(dirname(manifest), fetched);
+  const order = new Map(rows.map((r, i) => [r.rowId, i]));
+  return reports.sort((a, b) => order.get(a.rowId)! - order.get(b.rowId)!);
+}
+
+/**
+ * The row's new manifest line once its video is on disk: the file, its hash and verification, the URL that
+ * served it. A `url_expired` row becomes succeeded (its video was generated and is now kept); a strict batch
+ * fails a video that differs from its request, as the run would have.
+ */
+function fetchedResult(
+  row: PromptResult,
+  got: DownloadedVideo & { verification: Verification },
+  url: string,
+  strict: boolean,
+): PromptResult {
+  const { errorCode, errorMessage, ...rest } = row;
+  delete rest.downloadError; // the video is on disk now
+  const base: PromptResult = {
+    ...rest,
+    ...(row.status === 'failed' && errorCode !== URL_EXPIRED_CODE ? { errorCode, errorMessage } : {}),
+    status: row.status === 'failed' && errorCode !== URL_EXPIRED_CODE ? 'failed' : 'succeeded',
+    url,
+    ...got,
+    downloadedAt: new Date().toISOString(),
+  };
+  if (strict && !got.verification.ok)
+    return {
+      ...base,
+      status: 'failed',
+      errorCode: VIDEO_MISMATCH_CODE,
+      errorMessage: `the video differs from the request: ${got.verification.problems.join('; ')}`,
+    };
+  return base;
 }

@@ -15,9 +15,12 @@ export function manifestPath(outDir: string): string {
   return join(outDir, MANIFEST_FILE);
 }
 
-/** What makes two manifest lines the same record: the row and when that outcome was reached. */
-export function recordKey(r: Pick<PromptResult, 'rowId' | 'finishedAt'>): string {
-  return `${r.rowId}\n${r.finishedAt}`;
+/**
+ * What makes two manifest lines the same record: the row, when that outcome was reached and, for a line
+ * `vidbatch download` appended (the same outcome with its file), when it fetched the file.
+ */
+export function recordKey(r: Pick<PromptResult, 'rowId' | 'finishedAt' | 'downloadedAt'>): string {
+  return `${r.rowId}\n${r.finishedAt}${r.downloadedAt ? `\n${r.downloadedAt}` : ''}`;
 }
 
 /** The final state per row: the last line of each row wins. Rows keep the order of their first line. */

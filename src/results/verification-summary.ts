@@ -27,17 +27,26 @@ export function summarizeVerification(rows: PromptResult[]): VerificationSummary
 }
 
 /**
- * "verified: 8 ok, 2 mismatched, 1 not downloaded" and one line per mismatched row (at most `max`); nothing
- * when no video of the batch was downloaded (a batch run without --download).
+ * "verified: 8 ok, 2 mismatched, 1 not downloaded" and one line per mismatched row (at most `max`), when any
+ * video was downloaded; and, when some finished rows have no file, that provider URLs expire and how to fetch
+ * them.
  */
 export function verificationLines(s: VerificationSummary | undefined, max = 20): string[] {
-  if (!s || s.ok + s.mismatched === 0) return [];
-  const head = `verified: ${s.ok} ok, ${s.mismatched} mismatched${s.notDownloaded ? `, ${s.notDownloaded} not downloaded` : ''}`;
-  const lines = s.mismatches
-    .slice(0, max)
-    .map((m) => `  ${m.rowId} (line ${m.line}): ${m.problems.join('; ')}`);
-  if (s.mismatches.length > max) lines.push(`  ... and ${s.mismatches.length - max} more (see the manifest)`);
-  return [head, ...lines];
+  if (!s) return [];
+  const lines: string[] = [];
+  if (s.ok + s.mismatched > 0) {
+    lines.push(
+      `verified: ${s.ok} ok, ${s.mismatched} mismatched${s.notDownloaded ? `, ${s.notDownloaded} not downloaded` : ''}`,
+      ...s.mismatches.slice(0, max).map((m) => `  ${m.rowId} (line ${m.line}): ${m.problems.join('; ')}`),
+    );
+    if (s.mismatches.length > max)
+      lines.push(`  ... and ${s.mismatches.length - max} more (see the manifest)`);
+  }
+  if (s.notDownloaded)
+    lines.push(
+      `${s.notDownloaded} video${s.notDownloaded === 1 ? '' : 's'} not on disk, only the provider's URL recorded: provider URLs expire; \`vidbatch download <batch>\` fetches them (asking the job again for an expired one)`,
+    );
+  return lines;
 }
 
 /** The manifest/CSV cell of a row's verification: `ok`, what differs, or empty when not downloaded. */

@@ -156,6 +156,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
             ...(options.outDir ? { outDir: options.outDir } : {}),
             ...(input.priorOutDir ? { priorOutDir: input.priorOutDir } : {}),
             ...(options.reuse ? { reuse: true } : {}),
+            ...(options.download ? { download: true } : {}),
             ...(options.downloadDir ? { downloadDir: options.downloadDir } : {}),
           },
         ],

@@ -12,6 +12,7 @@ import { unreachableRetryMs } from '../contract/batch-options';
 import type { DownloadedVideo, JobCheck, PollOutcome, SubmitResult, Verification } from '../contract/jobs';
 import {
   NO_VIDEO_URL_CODE,
+  URL_EXPIRED_CODE,
   VIDEO_MISMATCH_CODE,
   type PromptInput,
   type PromptResult,
@@ -281,11 +282,51 @@ export class PromptState {
     return { ...this.jobFields(), ...outcome, ...this.counters() };
   }
 
-  /** Whether the finished job's video is to be fetched now (--download). */
+  /**
+   * Whether the finished job's video is to be fetched now: unless --no-download (the client resolves
+   * `download`; a batch started before that option downloads only with a `downloadDir`).
+   */
   wantsDownload(
     outcome: Pick<PollOutcome, 'status' | 'url'>,
   ): outcome is { status: 'succeeded'; url: string } {
-    return outcome.status === 'succeeded' && !!outcome.url && !!this.input.downloadDir;
+    const { download, downloadDir } = this.input;
+    return outcome.status === 'succeeded' && !!outcome.url && (download ?? !!downloadDir);
+  }
+
+  /** The download activity's input for `url`: into `downloadDir`, else the batch's output folder. */
+  downloadInput(url: string) {
+    const { row, batchId, outDir, downloadDir, maxVideoBytes } = this.input;
+    return {
+      url,
+      name: `${row.id}.mp4`,
+      parameters: row.parameters,
+      ...(downloadDir ? { dir: downloadDir } : { batchId, ...(outDir ? { outDir } : {}) }),
+      ...(maxVideoBytes !== undefined ? { maxBytes: maxVideoBytes } : {}),
+    };
+  }
+
+  /**
+   * A download failed: `expired` when its URL answered 403, 404 or 410 (the job is asked once for a fresh
+   * URL), else `recorded` (the row stays succeeded with its downloadError: the video was generated).
+   */
+  downloadFailed(error: ActivityError | undefined): 'expired' | 'recorded' {
+    return error?.type === FailureType.UrlExpired ? 'expired' : 'recorded';
+  }
+
+  /**
+   * The video URL answered 403, 404 or 410 and checking the job once more gave no URL that worked (`why`): the
+   * row fails `url_expired` with its job id and last URL kept. The job is paid: nothing is submitted again
+   * for it; `vidbatch download` asks the job again, and a re-run checks it before anything else.
+   */
+  urlExpired(fields: ResultFields, why: string): ResultFields {
+    return {
+      ...fields,
+      status: 'failed',
+      errorCode: URL_EXPIRED_CODE,
+      errorMessage:
+        `${why}. Job ${fields.jobId ?? this.jobId} is paid and kept: \`vidbatch download\` asks the ` +
+        `gateway for its video again`,
+    };
   }
 
   /**
@@ -348,5 +389,19 @@ export class PromptState {
 
   private noteRequestId(requestId: string | undefined): void {
     if (requestId) this.requestId = requestId;
+  }
+}
+
+/** Why a job checked again after its URL expired gave no URL to try (it no longer reports `completed` with one). */
+export function recheckReason(check: Exclude<JobCheck, { state: 'succeeded' }>): string {
+  switch (check.state) {
+    case 'gone':
+      return 'the gateway no longer knows it (404)';
+    case 'no_url':
+      return check.errorMessage;
+    case 'failed':
+      return `it now reports failed (${check.errorCode}: ${check.errorMessage})`;
+    case 'unfinished':
+      return `it now reports status "${check.rawStatus}"`;
   }
 }

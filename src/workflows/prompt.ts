@@ -21,7 +21,13 @@ import type { PollOutcome } from '../contract/jobs';
 import type { PromptInput, PromptResult } from '../contract/prompt';
 import { BatchLink } from './batch-link';
 import { spareChecksApply, waitWithSpareChecks } from './first-check';
-import { PromptState, type ActivityError, type KnownJobStep, type ResultFields } from './prompt-state';
+import {
+  PromptState,
+  recheckReason,
+  type ActivityError,
+  type KnownJobStep,
+  type ResultFields,
+} from './prompt-state';
 
 /** An activity's failure as PromptState reads it (its ApplicationFailure's type, message and first detail). */
 function activityError(err: unknown): ActivityError | undefined {
@@ -248,28 +254,77 @@ class PromptRun {
     }
   }
 
-  /** The job ended: the row ends with its outcome, after the video is fetched when asked (--download). */
+  /** The job ended: the row ends with its outcome, after its video is fetched (unless --no-download). */
   private async finished(outcome: PollOutcome): Promise<PromptResult> {
     const { state } = this;
     const fields = state.finished(outcome);
     if (!state.wantsDownload(outcome)) return finish(state, fields);
-    return finish(state, { ...fields, ...(await this.download(outcome.url)) });
+    return finish(state, await this.fetchVideo(fields, outcome.url));
   }
 
-  /** Fetches the finished video right away (result URLs expire at many providers); a failure is recorded. */
-  private async download(url: string): Promise<Partial<PromptResult>> {
-    const { row, downloadDir } = this.input;
+  /**
+   * Fetches the finished video right away (result URLs expire at many providers). A URL that answers 403,
+   * 404 or 410 gets one more status check of the job, and the URL it gives (a gateway may sign a fresh one)
+   * one more download; when that fails too the row ends `url_expired`, its job kept. Any other failure is
+   * recorded on the row, which stays succeeded.
+   */
+  private async fetchVideo(fields: ResultFields, url: string): Promise<ResultFields> {
+    const { state } = this;
+    const first = await this.download(url);
+    if (first.ok) return { ...fields, ...first.fields };
+    if (state.downloadFailed(first.error) === 'recorded') return { ...fields, downloadError: first.message };
+    const check = await this.checkAgain();
+    if (!('url' in check))
+      return state.urlExpired(fields, `${first.message}; checked again, the job gave no URL: ${check.why}`);
+    if (check.url === url)
+      return state.urlExpired(fields, `${first.message}; checked again, the job gave the same URL`);
+    const fresh = { ...fields, url: check.url };
+    const second = await this.download(check.url);
+    if (second.ok) return { ...fresh, ...second.fields };
+    if (state.downloadFailed(second.error) === 'recorded') return { ...fresh, downloadError: second.message };
+    return state.urlExpired(
+      fresh,
+      `${first.message}; checked again, the job's new URL failed too: ${second.message}`,
+    );
+  }
+
+  /** One download attempt series of `url` (the activity's retries), as a result or a failure. */
+  private async download(
+    url: string,
+  ): Promise<
+    { ok: true; fields: Partial<PromptResult> } | { ok: false; error?: ActivityError; message: string }
+  > {
     const { downloadVideo } = proxyActivities<Activities>({
       startToCloseTimeout: '10m',
       retry: RETRY_POLICIES.downloadVideo,
     });
     try {
-      const got = await downloadVideo.executeWithOptions({ summary: `download ${row.id}.mp4` }, [
-        { url, dir: downloadDir!, name: `${row.id}.mp4`, parameters: row.parameters },
+      const got = await downloadVideo.executeWithOptions({ summary: `download ${this.input.row.id}.mp4` }, [
+        this.state.downloadInput(url),
       ]);
-      return this.state.downloaded(got);
+      return { ok: true, fields: this.state.downloaded(got) };
     } catch (err) {
-      return { downloadError: activityError(err)?.message ?? String(err) };
+      const error = activityError(err);
+      return { ok: false, ...(error ? { error } : {}), message: error?.message ?? String(err) };
+    }
+  }
+
+  /** The job's status checked once more after its URL expired: its (maybe fresh) URL, or why there is none. */
+  private async checkAgain(): Promise<{ url: string } | { why: string }> {
+    const { state } = this;
+    const jobId = state.jobId!;
+    const { checkJob } = proxyActivities<Activities>({
+      ...this.gateway,
+      startToCloseTimeout: this.input.activityTimeoutMs,
+      retry: RETRY_POLICIES.checkJob,
+    });
+    try {
+      const check = await checkJob.executeWithOptions({ summary: `check job ${jobId} for a fresh URL` }, [
+        { jobId, unblockedAt: state.unblockedAt },
+      ]);
+      return check.state === 'succeeded' ? { url: check.url } : { why: recheckReason(check) };
+    } catch (err) {
+      return { why: activityError(err)?.message ?? String(err) };
     }
   }
 }

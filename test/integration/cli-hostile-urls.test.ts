@@ -1,11 +1,11 @@
 // Result URLs and error pages as hostile as the spec allows, from the command line: the real `vidbatch`
 // (spawned) against this test's Temporal server, worker and simulator. A 2-hop redirect chain to every video
-// (all downloaded and verified), and a proxy's 500 page on submits that prints the request's headers, key
-// included (no 8 characters of the secret anywhere vidbatch writes or prints). The simulator's counters are
-// printed so a run shows what it measured.
+// (all downloaded, by default, and verified), and a proxy's 500 page on submits that prints the request's
+// headers, key included (no 8 characters of the secret anywhere vidbatch writes or prints). The simulator's
+// counters are printed so a run shows what it measured.
 import { randomInt, randomUUID } from 'node:crypto';
 import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Runtime, type LogLevel, type LogMetadata } from '@temporalio/worker';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readJsonl } from '../../src/results/jsonl';
@@ -88,11 +88,11 @@ async function fragmentsInFiles(secret: string, dir: string) {
 }
 
 describe('hostile result URLs and error pages from the command line', () => {
-  it('run --download follows a 2-hop 302 chain to every video, verified', async () => {
+  it('run follows a 2-hop 302 chain to every video, kept beside the manifest by default, verified', async () => {
     env = await testEnv({ redirectResults: 2 });
     await env.startWorker();
     await csv(join(env.dir, 'r.csv'), 6);
-    const r = await vidbatch(['run', 'r.csv', '--download', 'videos', ...FAST], {
+    const r = await vidbatch(['run', 'r.csv', ...FAST], {
       cwd: env.dir,
       env: cliSettings(env),
     });
@@ -108,6 +108,7 @@ describe('hostile result URLs and error pages from the command line', () => {
     expect(rows).toHaveLength(6);
     for (const row of rows) {
       expect(row.status).toBe('succeeded');
+      expect(row.file).toBe(join(dirname(manifestOf(r)), `${row.rowId}.mp4`));
       expect(row.downloadError).toBeUndefined();
       expect(row.verification).toMatchObject({ ok: true, height: 720, problems: [] });
       expect((await stat(row.file!)).size).toBeGreaterThan(0);

@@ -21,7 +21,7 @@ afterEach(async () => {
 const FAST = ['--first-poll', '0.3', '--poll-interval', '0.2', '--poll-cap', '1', '--no-adaptive-poll'];
 
 const cli = (e: TestEnv, args: string[]) => vidbatch(args, { cwd: e.dir, env: cliSettings(e) });
-const run = (e: TestEnv, file: string) => cli(e, ['run', file, '--download', 'dl', ...FAST]);
+const run = (e: TestEnv, file: string, ...flags: string[]) => cli(e, ['run', file, ...flags, ...FAST]);
 const output = (r: CliRun) => `exit ${r.code}\n${r.stdout}\n${r.stderr}`;
 
 async function writeCsv(e: TestEnv, name: string, rows: [id: string, prompt: string][]): Promise<void> {
@@ -70,8 +70,8 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
     const reused = manifestB.filter((r) => r.reusedFrom);
     expect(reused.map((r) => r.reusedFrom!.batchId)).toEqual(Array(19).fill(batchA));
     for (const r of reused) {
-      // The earlier batch's video, now in this batch's folder too.
-      expect(r.file).toBe(join(env.dir, 'dl', batchB, `${r.rowId}.mp4`));
+      // The earlier batch's video, now in this batch's folder too (beside its manifest: the default).
+      expect(r.file).toBe(join(env.dir, 'out', batchB, `${r.rowId}.mp4`));
       expect((await stat(r.file!)).size).toBe(r.bytes);
     }
     expect(
@@ -142,7 +142,7 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
       ['t2', prompt],
       ['t3', prompt],
     ]);
-    const first = await run(env, 'three.csv');
+    const first = await run(env, 'three.csv', '--download', 'dl');
     expect(first.code, output(first)).toBe(0);
     expect(env.sim.stats().jobsCreated).toBe(3);
     expect(new Set((await manifestOf(first)).map((r) => r.jobId)).size).toBe(3);
@@ -153,7 +153,7 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
       ['x3', prompt],
       ['x4', prompt],
     ]);
-    const second = await run(env, 'more.csv');
+    const second = await run(env, 'more.csv', '--download', 'dl');
     expect(second.code, output(second)).toBe(0);
     console.log(`three takes, then a file with them: ${env.sim.stats().jobsCreated} jobs`);
     expect(env.sim.stats().jobsCreated).toBe(4);

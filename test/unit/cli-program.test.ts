@@ -7,6 +7,8 @@ import { Command, CommanderError } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { REMOVED_BATCH_VARIABLES, removedVariableWarnings } from '../../src/cli/batch-flags';
 import { registerRunCommand, SIM_JOB_SECONDS_HELP } from '../../src/cli/commands/run';
+import { MAX_REDIRECT_HOPS_HELP } from '../../src/cli/commands/simulator';
+import { MAX_REDIRECT_HOPS } from '../../src/simulator/settings';
 import { DEFAULT_DB_FILE_HELP } from '../../src/cli/commands/server';
 import { registerWorkerCommand } from '../../src/cli/commands/worker';
 import { buildProgram } from '../../src/cli/program';
@@ -231,5 +233,6 @@ describe('help defaults kept beside the modules --help must not load', () => {
   it('match those modules', () => {
     expect(SIM_JOB_SECONDS_HELP).toBe(SIMULATED_JOB_SECONDS);
     expect(DEFAULT_DB_FILE_HELP).toBe(DEFAULT_DB_FILE);
+    expect(MAX_REDIRECT_HOPS_HELP).toBe(MAX_REDIRECT_HOPS);
   });
 });

@@ -5,7 +5,14 @@ import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DEFAULT_MAX_VIDEO_BYTES, downloadVerified, parseContentRange } from '../../src/results/download';
+import {
+  DEFAULT_MAX_VIDEO_BYTES,
+  downloadBatch,
+  downloadVerified,
+  parseContentRange,
+} from '../../src/results/download';
+import { URL_EXPIRED_CODE, type PromptResult } from '../../src/contract/prompt';
+import { appendResults, readManifest } from '../../src/results/manifest';
 import { DownloadError } from '../../src/errors';
 import { tinyMp4 } from '../../src/simulator/mp4';
 
@@ -137,6 +144,13 @@ describe('downloadVerified', () => {
     expect(error).toBeInstanceOf(DownloadError);
     expect(error.message).toContain('link expired');
     expect(error.retryable).toBe(false);
+    // The status goes along, so the workflow can ask the job for a fresh URL.
+    expect(error.httpStatus).toBe(410);
+    const forbidden = await serve(video, 'video/mp4', 403);
+    expect(await failure(downloadVerified(forbidden.url, dir, 'x.mp4'))).toMatchObject({
+      httpStatus: 403,
+      retryable: false,
+    });
     const html = await serve(Buffer.from('<html>login</html>'), 'text/html');
     await expect(downloadVerified(html.url, dir, 'y.mp4')).rejects.toThrow(/content type text\/html/);
     const junk = await serve(Buffer.from('this is not a video at all'), 'video/mp4');
@@ -332,5 +346,94 @@ describe('parseContentRange', () => {
     expect(parseContentRange('bytes 0-9/*')).toEqual({ start: 0, end: 9 });
     for (const bad of [undefined, '', 'bytes */100', 'bytes 9-0/100', 'bytes 0-100/100', 'items 0-1/2'])
       expect(parseContentRange(bad), String(bad)).toBeUndefined();
+  });
+});
+
+describe("downloadBatch: the manifest is the one record of each row's file", () => {
+  /** A manifest of rows whose jobs completed; each row's URL is `<base>/<path>`. */
+  async function batchFolder(rows: Partial<PromptResult>[]) {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-dlb-'));
+    const base = { line: 2, prompt: 'p', model: 'm', input: {}, parameters: {}, attempts: 1, polls: 1 };
+    await appendResults(
+      dir,
+      rows.map((r, i): PromptResult => ({
+        ...base,
+        rowId: `r${i + 1}`,
+        status: 'succeeded',
+        finishedAt: 'T',
+        ...r,
+      })),
+    );
+    return { dir, manifest: join(dir, 'manifest.jsonl') };
+  }
+
+  it('keeps files the run downloaded, fetches the rest beside the manifest and records them there', async () => {
+    const { base, seen } = await routes((req, res) => sendVideo(req, res));
+    const folder = await mkdtemp(join(tmpdir(), 'vidbatch-dlb-'));
+    const kept = join(folder, 'r1.mp4');
+    await writeFile(kept, video);
+    const { dir, manifest } = await batchFolder([
+      { url: `${base}/a.mp4`, jobId: 'vid_a', file: kept, sha256: sha, bytes: video.length },
+      { url: `${base}/b.mp4`, jobId: 'vid_b' },
+    ]);
+    const reports = await downloadBatch(manifest);
+    expect(reports).toMatchObject([
+      { rowId: 'r1', file: kept, reused: true },
+      { rowId: 'r2', file: join(dir, 'r2.mp4'), sha256: sha },
+    ]);
+    expect(reports[1]!.verification).toBeDefined();
+    expect(seen.map((s) => s.path)).toEqual(['/b.mp4']);
+    const rows = await readManifest(manifest);
+    expect(rows[0]).toMatchObject({ rowId: 'r1', file: kept });
+    expect(rows[1]).toMatchObject({
+      rowId: 'r2',
+      file: join(dir, 'r2.mp4'),
+      sha256: sha,
+      status: 'succeeded',
+    });
+    expect(rows[1]!.downloadedAt).toBeDefined();
+    // Again: both are on disk as recorded; nothing is fetched, nothing appended.
+    const lines = (await readFile(manifest, 'utf8')).split('\n').length;
+    expect((await downloadBatch(manifest)).every((r) => r.reused)).toBe(true);
+    expect(seen).toHaveLength(1);
+    expect((await readFile(manifest, 'utf8')).split('\n').length).toBe(lines);
+  });
+
+  it('asks the job again once for a URL that answers 403, and a url_expired row becomes succeeded', async () => {
+    const { base, seen } = await routes((req, res) => {
+      if (req.url?.startsWith('/fresh/')) return sendVideo(req, res);
+      res.writeHead(403, { 'content-type': 'application/xml' });
+      res.end('<Error><Code>AccessDenied</Code></Error>');
+    });
+    const { manifest } = await batchFolder([
+      { url: `${base}/old/a.mp4`, jobId: 'vid_a' },
+      {
+        url: `${base}/old/b.mp4`,
+        jobId: 'vid_b',
+        status: 'failed',
+        errorCode: URL_EXPIRED_CODE,
+        errorMessage: 'expired',
+      },
+      { url: `${base}/old/c.mp4`, jobId: 'vid_c' },
+    ]);
+    const asked: string[] = [];
+    const reports = await downloadBatch(manifest, {
+      retryDelayMs: 1,
+      currentUrl: (jobId) => {
+        asked.push(jobId);
+        return Promise.resolve(jobId === 'vid_c' ? `${base}/old/c.mp4` : `${base}/fresh/${jobId}.mp4`);
+      },
+    });
+    expect(asked.sort()).toEqual(['vid_a', 'vid_b', 'vid_c']);
+    expect(reports[0]).toMatchObject({ rowId: 'r1', freshUrl: `${base}/fresh/vid_a.mp4`, sha256: sha });
+    expect(reports[1]).toMatchObject({ rowId: 'r2', freshUrl: `${base}/fresh/vid_b.mp4`, sha256: sha });
+    expect(reports[2]!.error).toMatch(/HTTP 403.*job vid_c, asked again, gave the same URL/);
+    // The url_expired row was asked first: its recorded URL is known to fail.
+    expect(seen.filter((s) => s.path === '/old/b.mp4')).toHaveLength(0);
+    const rows = await readManifest(manifest);
+    expect(rows[1]).toMatchObject({ status: 'succeeded', url: `${base}/fresh/vid_b.mp4`, jobId: 'vid_b' });
+    expect(rows[1]!.errorCode).toBeUndefined();
+    expect(rows[2]).toMatchObject({ status: 'succeeded', url: `${base}/old/c.mp4` });
+    expect(rows[2]!.file).toBeUndefined();
   });
 });

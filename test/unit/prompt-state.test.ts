@@ -4,10 +4,16 @@ import { DEFAULT_BATCH_OPTIONS } from '../../src/contract/batch-options';
 import {
   NO_VIDEO_URL_CODE,
   promptSpendOptions,
+  URL_EXPIRED_CODE,
   VIDEO_MISMATCH_CODE,
   type PromptInput,
 } from '../../src/contract/prompt';
-import { CAPACITY_WAIT_MAX_MS, PromptState, SUBMIT_UNKNOWN_CODE } from '../../src/workflows/prompt-state';
+import {
+  CAPACITY_WAIT_MAX_MS,
+  PromptState,
+  recheckReason,
+  SUBMIT_UNKNOWN_CODE,
+} from '../../src/workflows/prompt-state';
 
 const row = { id: 'r1', line: 2, prompt: 'a fox', model: 'm', input: { prompt: 'a fox' }, parameters: {} };
 
@@ -224,8 +230,47 @@ describe('PromptState', () => {
     const ok = { ...got, verification: { ok: true, problems: [] } };
     expect(prompt({ verify: 'strict' }).downloaded(ok)).toEqual(ok);
     expect(prompt({ downloadDir: '/v' }).wantsDownload({ status: 'succeeded', url: 'u' })).toBe(true);
-    expect(prompt().wantsDownload({ status: 'succeeded', url: 'u' })).toBe(false);
     expect(prompt({ downloadDir: '/v' }).wantsDownload({ status: 'failed' })).toBe(false);
+  });
+
+  it('downloads by default into the batch folder, not with --no-download, and as before for older batches', () => {
+    const done = { status: 'succeeded', url: 'u' } as const;
+    // The client's defaults: every video is kept, beside the manifest.
+    const state = prompt({ outDir: '/out/b' });
+    expect(state.wantsDownload(done)).toBe(true);
+    expect(state.downloadInput('u')).toEqual({
+      url: 'u',
+      name: 'r1.mp4',
+      parameters: {},
+      batchId: 'batch-1',
+      outDir: '/out/b',
+      maxBytes: DEFAULT_BATCH_OPTIONS.maxVideoBytes,
+    });
+    expect(prompt({ downloadDir: '/v/b' }).downloadInput('u')).toMatchObject({ dir: '/v/b' });
+    expect(prompt({ download: false }).wantsDownload(done)).toBe(false);
+    // A batch started before `download` existed: only with a download folder.
+    expect(prompt({ download: undefined }).wantsDownload(done)).toBe(false);
+    expect(prompt({ download: undefined, downloadDir: '/v' }).wantsDownload(done)).toBe(true);
+  });
+
+  it('asks the job again only for a URL that answered 403, 404 or 410; then fails url_expired, job kept', () => {
+    const state = prompt();
+    state.sent(submitted);
+    expect(state.downloadFailed({ type: FailureType.UrlExpired, message: 'HTTP 403' })).toBe('expired');
+    expect(state.downloadFailed({ type: FailureType.DownloadFailed, message: 'HTTP 500' })).toBe('recorded');
+    expect(state.downloadFailed(undefined)).toBe('recorded');
+    const fields = state.finished({ status: 'succeeded', url: 'u', polls: 2 });
+    const expired = state.urlExpired(fields, 'u: HTTP 403; checked again, the job gave the same URL');
+    expect(expired).toMatchObject({
+      status: 'failed',
+      errorCode: URL_EXPIRED_CODE,
+      jobId: 'vid_1',
+      url: 'u',
+      polls: 2,
+    });
+    expect(expired.errorMessage).toContain('Job vid_1 is paid and kept');
+    expect(recheckReason({ state: 'gone' })).toContain('no longer knows');
+    expect(recheckReason({ state: 'unfinished', rawStatus: 'queued' })).toContain('"queued"');
   });
 
   it('builds the result from the row, the outcome and the finish time', () => {

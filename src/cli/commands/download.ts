@@ -1,44 +1,97 @@
 // `vidbatch download`.
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import { type Command, Option } from 'commander';
-import { batchArg, EXIT, numberIn, withSession } from '../support';
+import { DEFAULT_MAX_VIDEO_BYTES } from '../../contract/batch-options';
+import { batchArg, EXIT, numberIn, positiveWhole, withSession } from '../support';
+
+interface DownloadFlags {
+  dir?: string;
+  concurrency: number;
+  outRoot: string;
+  maxVideoBytes?: number;
+}
 
 export function registerDownloadCommand(program: Command): void {
   program
     .command('download')
-    .summary('Download and verify every finished video of a batch')
+    .summary('Download and verify every finished video of a batch not on disk yet')
     .description(
-      'Download every finished .mp4 of a batch, verified (status, type, size, MP4 signature, sha256); resumes and never overwrites a verified file.',
+      'Download every finished .mp4 of a batch that is not on disk yet, verified (status, type, size, MP4 signature, sha256) and checked against its row; files the manifest already names (as `run` downloads them) are kept. A URL that answers 403, 404 or 410 is asked for again through its job (GATEWAY_BASE_URL and GATEWAY_API_KEY, a status check: a gateway may give a fresh URL), rows that ended url_expired included. What it fetches goes into the manifest, so `status`, `results` and `review` see it. Resumes, and never overwrites a verified file.',
     )
     .argument(...batchArg)
-    .option('--dir <dir>', 'where to put the videos (default: <manifest folder>/videos)')
+    .option('--dir <dir>', "where to put videos not on disk yet (default: the batch's output folder)")
     .addOption(
       new Option('--concurrency <n>', 'downloads at once (1-64)')
         .argParser(numberIn({ whole: true, min: 1, max: 64 }))
         .default(4),
     )
     .addOption(
+      new Option(
+        '--max-video-bytes <n>',
+        `largest video downloaded, in bytes (default ${DEFAULT_MAX_VIDEO_BYTES}, 2 GiB)`,
+      ).argParser(positiveWhole),
+    )
+    .addOption(
       new Option('--out-root <dir>', 'root of the output folders').env('VIDBATCH_OUT_ROOT').default('out'),
     )
-    .action(async (ref: string, o: { dir?: string; concurrency: number; outRoot: string }) => {
-      const [{ findManifest }, { resolveBatchId }, { downloadBatch }] = await Promise.all([
+    .action(async (ref: string, o: DownloadFlags) => {
+      const [{ findManifest }, { resolveBatchId }, { previousInput }, { downloadBatch }] = await Promise.all([
         import('../../client/batch-status'),
         import('../../client/batches'),
+        import('../../client/rerun'),
         import('../../results/download'),
       ]);
       const batchId = await resolveBatchId(ref);
-      const manifest = await withSession((s) => findManifest(s.client, batchId, o.outRoot));
-      const dir = o.dir ?? join(dirname(manifest), 'videos');
-      const reports = await downloadBatch(manifest, dir, o.concurrency);
+      const { manifest, strict } = await withSession(async (s) => ({
+        manifest: await findManifest(s.client, batchId, o.outRoot),
+        strict: (await previousInput(s.client, batchId))?.options.verify === 'strict',
+      }));
+      const currentUrl = await gatewayAsker();
+      const dir = o.dir ?? dirname(manifest);
+      const reports = await downloadBatch(manifest, {
+        dir,
+        concurrency: o.concurrency,
+        strict,
+        ...(o.maxVideoBytes !== undefined ? { maxBytes: o.maxVideoBytes } : {}),
+        ...(currentUrl ? { currentUrl } : {}),
+      });
       const failed = reports.filter((r) => r.error);
+      const reused = reports.filter((r) => r.reused).length;
+      const fresh = reports.filter((r) => r.freshUrl).length;
+      const fetched = reports.length - failed.length - reused;
       console.log(
-        `${reports.length - failed.length} videos verified in ${dir} (${reports.filter((r) => r.reused).length} already there), ${failed.length} failed`,
+        `${reports.length - failed.length} videos on disk, verified: ${reused} already there, ${fetched} fetched into ${dir}` +
+          `${fresh ? ` (${fresh} through a fresh URL from its job)` : ''}; ${failed.length} failed`,
       );
       for (const f of failed) console.error(`  ${f.rowId}: ${f.error}`);
+      if (failed.length && !currentUrl)
+        console.error(
+          'GATEWAY_BASE_URL and GATEWAY_API_KEY are not set: expired URLs were not asked for again through their jobs',
+        );
       const mismatched = reports.filter((r) => r.verification && !r.verification.ok);
-      if (mismatched.length)
-        console.log(`${mismatched.length} not as asked (downloads.jsonl has the details):`);
+      if (mismatched.length) console.log(`${mismatched.length} not as asked (the manifest has the details):`);
       for (const m of mismatched) console.log(`  ${m.rowId}: ${m.verification!.problems.join('; ')}`);
       process.exitCode = failed.length ? EXIT.rowsFailed : EXIT.ok;
     });
+}
+
+/**
+ * The job's current URL, by one status check through the gateway client (a gateway may sign a fresh URL);
+ * undefined when the gateway settings are missing, so downloads go on without asking.
+ */
+async function gatewayAsker(): Promise<((jobId: string) => Promise<string | undefined>) | undefined> {
+  const [{ loadGatewaySettings }, { GatewayClient }] = await Promise.all([
+    import('../../config'),
+    import('../../gateway/client'),
+  ]);
+  let gateway: InstanceType<typeof GatewayClient>;
+  try {
+    gateway = new GatewayClient(loadGatewaySettings());
+  } catch {
+    return undefined;
+  }
+  return async (jobId) => {
+    const job = await gateway.getJob(jobId).catch(() => undefined);
+    return job?.status === 'completed' ? job.url : undefined;
+  };
 }

@@ -3,7 +3,7 @@
 import { type Command, Option } from 'commander';
 import { dirname, resolve } from 'node:path';
 import type { StartBatchOptions } from '../../client/batches';
-import { DEFAULT_BATCH_OPTIONS } from '../../contract/batch-options';
+import { DEFAULT_BATCH_OPTIONS, DEFAULT_MAX_VIDEO_BYTES } from '../../contract/batch-options';
 import {
   addRateBudgetFlags,
   addScheduleFlags,
@@ -68,8 +68,25 @@ export function registerRunCommand(program: Command): void {
     .addOption(
       new Option(
         '--download <dir>',
-        'root of the download folders: each video goes to <dir>/<batch-id>/<row-id>.mp4 as soon as its job completes, verified (sha256 in the manifest)',
+        "another root for the videos: each goes to <dir>/<batch-id>/<row-id>.mp4 instead of the batch's output folder",
+      )
+        .helpGroup(GROUP.output)
+        .hideHelp(),
+    )
+    .addOption(
+      new Option(
+        '--no-download',
+        "record only each video's URL (provider URLs expire: fetch them in time with `vidbatch download`); by default each video is downloaded as soon as its job completes into the batch's output folder (or --download <dir>), verified (sha256 in the manifest)",
       ).helpGroup(GROUP.output),
+    )
+    .addOption(
+      new Option(
+        '--max-video-bytes <n>',
+        `largest video downloaded, in bytes; a larger one is not downloaded (default ${DEFAULT_MAX_VIDEO_BYTES}, 2 GiB)`,
+      )
+        .argParser(positiveWhole)
+        .helpGroup(GROUP.output)
+        .hideHelp(),
     )
     .addOption(verifyOption());
   hiddenAlias(command, new Option('--out <dir>', 'old name of --out-root'), 'outRoot');
@@ -167,11 +184,12 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
     return;
   }
   const { followInTerminal, openBatchSession } = await import('../follow');
-  // An in-process worker may read this CSV wherever it is, and write where this command was told to.
+  // An in-process worker may read this CSV wherever it is, and write where this command was told to (videos
+  // without --download go beside the manifest, under the out root).
   const allow = {
     input: [dirname(resolve(csvPath))],
     out: o.outRoot ? [resolve(o.outRoot as string)] : [],
-    download: o.download ? [resolve(o.download as string)] : [],
+    download: typeof o.download === 'string' ? [resolve(o.download)] : [],
   };
   const session = await openBatchSession({ simulate, detach: !!o.detach, allow });
   try {
@@ -196,7 +214,10 @@ function batchOptionsFrom(o: Record<string, unknown>): StartBatchOptions {
     pageSize: o.pageSize as number | undefined,
     promptsPerRun: o.promptsPerRun as number | undefined,
     ...(o.outRoot ? { outDir: o.outRoot as string } : {}),
-    ...(o.download ? { downloadDir: resolve(o.download as string) } : {}),
+    // --download <dir>: another root; --no-download: URLs only; neither: the batch's own (or the default).
+    ...(typeof o.download === 'string' ? { download: true, downloadDir: resolve(o.download) } : {}),
+    ...(o.download === false ? { download: false } : {}),
+    ...(o.maxVideoBytes !== undefined ? { maxVideoBytes: o.maxVideoBytes as number } : {}),
     maxFailures: o.maxFailures as number | undefined,
     maxFailureRate: o.maxFailureRate as number | undefined,
     maxSubmissions: o.maxSubmissions as number | undefined,

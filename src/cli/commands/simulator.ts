@@ -1,11 +1,15 @@
 // `vidbatch simulator`.
 import { type Command, Option } from 'commander';
-import { fraction, nonNegative, number, port, waitForCtrlC, wholeNumber } from '../support';
+import { fraction, nonNegative, number, numberIn, port, waitForCtrlC, wholeNumber } from '../support';
+
+/** simulator/settings' MAX_REDIRECT_HOPS, for the help text: `--help` must not load the simulator. */
+export const MAX_REDIRECT_HOPS_HELP = 5;
 
 /** Help headings of the simulator's option groups; the rarer faults and knobs are hidden (docs/cli.md). */
 const GROUP = {
   server: 'Server:',
   jobs: 'Jobs:',
+  urls: 'Result URLs:',
   limits: 'Rate limits:',
   faults: 'Faults:',
 } as const;
@@ -75,10 +79,31 @@ export function registerSimulatorCommand(program: Command): void {
         .hideHelp(),
     )
     .addOption(
-      new Option('--url-ttl <s>', 'result URLs expire after this many seconds (0 = never)')
+      new Option(
+        '--url-ttl <s>',
+        "a job's video URL answers 403 (as an expired signed URL does) this many seconds after the job completed or the URL was issued (0 = never)",
+      )
         .argParser(nonNegative)
         .default(0)
-        .helpGroup(GROUP.jobs)
+        .helpGroup(GROUP.urls)
+        .hideHelp(),
+    )
+    .addOption(
+      new Option(
+        '--fresh-url-on-check',
+        'a status check of a job whose URL expired answers a new URL that works for another --url-ttl (default: the expired one again)',
+      )
+        .helpGroup(GROUP.urls)
+        .hideHelp(),
+    )
+    .addOption(
+      new Option(
+        '--redirect-results <hops>',
+        `result URLs answer 302 down a chain of this many redirects (0-${MAX_REDIRECT_HOPS_HELP}) before the video, as an object store sends to its CDN`,
+      )
+        .argParser(numberIn({ whole: true, min: 0, max: MAX_REDIRECT_HOPS_HELP }))
+        .default(0)
+        .helpGroup(GROUP.urls)
         .hideHelp(),
     )
     .addOption(
@@ -294,6 +319,8 @@ export function registerSimulatorCommand(program: Command): void {
         maxRunningJobs: o.maxRunning as number,
         retryAfterFormat: o.retryAfterFormat as 'seconds' | 'date',
         urlTtlSeconds: o.urlTtl as number,
+        freshUrlOnCheck: Boolean(o.freshUrlOnCheck),
+        redirectResults: o.redirectResults as number,
         jobTtlSeconds: o.jobTtl as number,
         idempotency: Boolean(o.idempotency),
         ...(o.holdFor !== undefined ? { holdUntil: Date.now() + (o.holdFor as number) * 1000 } : {}),
