@@ -1,0 +1,96 @@
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { JournalEntry } from '../../src/results/jobs-journal';
+import { RequestIndex } from '../../src/results/request-index';
+import { promptResult } from '../fixtures/prompt-result';
+
+const A = 'batch-aaaaaaaaaaaaaaaa';
+const B = 'batch-bbbbbbbbbbbbbbbb';
+const C = 'batch-cccccccccccccccc';
+
+async function folder(root: string, batchId: string, manifest: object[], journal: JournalEntry[] = []) {
+  await mkdir(join(root, batchId), { recursive: true });
+  const lines = (xs: object[]) => xs.map((x) => `${JSON.stringify(x)}\n`).join('');
+  await writeFile(join(root, batchId, 'manifest.jsonl'), lines(manifest));
+  await writeFile(join(root, batchId, 'jobs.jsonl'), lines(journal));
+}
+
+const at = '2026-11-25T00:00:00.000Z';
+
+describe('RequestIndex', () => {
+  it('offers a kept video, else a job that may still finish, and counts unknown outcomes; never the own batch', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'vidbatch-index-'));
+    await folder(
+      root,
+      A,
+      [
+        promptResult('r1', {
+          status: 'succeeded',
+          jobId: 'vid_1',
+          request: 'h1/1',
+          file: '/x/r1.mp4',
+          bytes: 9,
+        }),
+        promptResult('r2', { status: 'failed', errorCode: 'cancelled', jobId: 'vid_2', request: 'h2/1' }),
+        promptResult('r3', {
+          status: 'failed',
+          errorCode: 'generation_failed',
+          jobId: 'vid_3',
+          request: 'h3/1',
+        }),
+      ],
+      [
+        { rowId: 'r4', jobId: 'vid_4', generation: 0, at, request: 'h4/1' }, // terminated before recording
+        { rowId: 'r5', generation: 0, unknown: true, at, request: 'h5/1' },
+      ],
+    );
+    const index = await new RequestIndex(root).refresh();
+    expect(index.lookup('h1/1', B)?.kept).toMatchObject({
+      batchId: A,
+      rowId: 'r1',
+      view: { kept: { jobId: 'vid_1' } },
+    });
+    expect(index.lookup('h1/1', A)).toBeUndefined(); // the batch's own rows are its own prior, not the index's
+    expect(index.lookup('h2/1', B)?.follow).toMatchObject({
+      batchId: A,
+      rowId: 'r2',
+      view: { jobId: 'vid_2' },
+    });
+    expect(index.lookup('h3/1', B)).toBeUndefined(); // the gateway failed it: a new job is needed
+    expect(index.lookup('h4/1', B)?.follow?.view.jobId).toBe('vid_4');
+    expect(index.lookup('h5/1', B)).toEqual({ unknownSubmits: 1 });
+    expect(index.lookup('h1/2', B)).toBeUndefined(); // another take
+  });
+
+  it('reads what folders gained since the last refresh, new folders included; the latest kept video wins', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'vidbatch-index-'));
+    await folder(root, A, [], [{ rowId: 'r1', jobId: 'vid_1', generation: 0, at, request: 'h1/1' }]);
+    const index = await new RequestIndex(root).refresh();
+    expect(index.lookup('h1/1', C)?.follow?.view.jobId).toBe('vid_1');
+    await folder(
+      root,
+      A,
+      [
+        promptResult('r1', {
+          status: 'succeeded',
+          jobId: 'vid_1',
+          request: 'h1/1',
+          submittedAt: '2026-11-25T01:00:00Z',
+        }),
+      ],
+      [{ rowId: 'r1', jobId: 'vid_1', generation: 0, at, request: 'h1/1' }],
+    );
+    await folder(root, B, [
+      promptResult('x', {
+        status: 'succeeded',
+        jobId: 'vid_9',
+        request: 'h1/1',
+        submittedAt: '2026-11-25T02:00:00Z',
+      }),
+    ]);
+    await index.refresh();
+    expect(index.lookup('h1/1', C)?.kept).toMatchObject({ batchId: B, rowId: 'x' });
+  });
+});
