@@ -133,6 +133,35 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
     expect(manifest.map((r) => r.reusedFrom?.batchId)).toEqual(Array(4).fill(batchA));
   });
 
+  it('a file edited while its batch runs: the old batch is named, and the new one pays only for the change', async () => {
+    env = await testEnv({ idempotency: false, jobSeconds: 4, jobJitterSeconds: 0 });
+    await env.startWorker();
+    const tag = randomUUID().slice(0, 8);
+    const rows: [string, string][] = (await vbenchPrompts())
+      .slice(40, 44)
+      .map((p, i) => [`e${i + 1}`, `${p} (${tag})`]);
+    await writeCsv(env, 'edit.csv', rows);
+    const started = background(['run', 'edit.csv', '--concurrency', '4', ...FAST], {
+      cwd: env.dir,
+      env: cliSettings(env),
+    });
+    const old = (await started.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    for (let i = 0; env.sim.stats().jobsCreated < 4; i++) {
+      if (i > 600) throw new Error(`4 jobs never made:\n${started.output()}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    rows[1] = ['e2', `${rows[1]![1]}, in the rain`];
+    await writeCsv(env, 'edit.csv', rows);
+    const edited = await run(env, 'edit.csv');
+    console.log(`edited while running: ${env.sim.stats().jobsCreated} jobs for 4 + 4 rows`);
+    expect(edited.code, output(edited)).toBe(0);
+    expect(edited.stderr).toContain(`${old} was started from ${join(env.dir, 'edit.csv')} before it changed`);
+    expect(edited.stderr).toContain(`vidbatch cancel ${old}`);
+    expect(edited.stdout).toContain('4 succeeded, 0 failed of 4');
+    expect(env.sim.stats().jobsCreated).toBe(5);
+    await started.done;
+  });
+
   it('identical rows are separate takes; another file reuses them; --fresh pays again', async () => {
     env = await testEnv({ idempotency: false });
     await env.startWorker();
