@@ -3,7 +3,7 @@
 // what the jobs journal knows. Pure: reading the files is in load.ts.
 import { relative, sep } from 'node:path';
 import type { Verification } from '../contract/jobs';
-import type { PromptResult } from '../contract/prompt';
+import type { PromptResult, ReusedFrom } from '../contract/prompt';
 import type { PromptRow } from '../contract/rows';
 import type { JournalEntry } from '../results/jobs-journal';
 import { inputRows } from '../results/export';
@@ -30,6 +30,8 @@ export interface ReviewRow {
   polls?: number;
   /** Submits with an unknown outcome: each may have made a billed job. */
   unknownSubmits?: number;
+  /** The same request was paid for by another batch of the output root: its batch and row. */
+  reusedFrom?: ReusedFrom;
   submittedAt?: string;
   finishedAt?: string;
   /** `local`: the downloaded file (a path relative to the page, or the server's URL); else the provider URL. */
@@ -156,7 +158,8 @@ export function buildReviewData(
       video: videoOf(r, links, fileExists),
       downloadError: r.downloadError,
       verification,
-      estimatedCost: extras.estimateCost?.(r),
+      // A reused row cost this batch nothing: the batch that paid counts it.
+      ...(r.reusedFrom ? { reusedFrom: r.reusedFrom } : { estimatedCost: extras.estimateCost?.(r) }),
     };
   });
   const costs = out.map((r) => r.estimatedCost).filter((c): c is number => typeof c === 'number');

@@ -57,6 +57,7 @@
     );
     if (ctx.mark) top.append(el('span', 'badge mark', ctx.mark));
     if ((r.unknownSubmits || 0) > 0) top.append(el('span', 'badge flag', 'unknown outcome'));
+    if (r.reusedFrom) top.append(el('span', 'badge', 'reused'));
     if (r.verification)
       top.append(
         el(
@@ -78,6 +79,13 @@
       'flag',
     );
     field(dl, 'job', r.jobId);
+    field(
+      dl,
+      'reused from',
+      r.reusedFrom
+        ? r.reusedFrom.batchId + ' row ' + r.reusedFrom.rowId + ' (the same request; no new job)'
+        : undefined,
+    );
     field(
       dl,
       'attempts',

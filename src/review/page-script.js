@@ -57,6 +57,11 @@
     for (const r of data.rows) counts[r.state] = (counts[r.state] || 0) + 1;
     const parts = STATES.filter((s) => counts[s]).map((s) => counts[s] + ' ' + s);
     let summary = data.rows.length + ' rows: ' + (parts.join(', ') || 'none');
+    const reused = data.rows.filter((r) => r.reusedFrom);
+    if (reused.length) {
+      const from = [...new Set(reused.map((r) => r.reusedFrom.batchId))];
+      summary += ' · ' + reused.length + ' reused from ' + from.join(', ');
+    }
     if (typeof data.spend === 'number') summary += ' · estimated spend ' + money(data.spend);
     $('summary').textContent = summary;
     const meta = [];

@@ -195,6 +195,29 @@ describe.skipIf(!CHROMIUM)('vidbatch review', () => {
     await page.context().close();
   });
 
+  it('shows the rows another batch paid for: a reused badge, the batch and row they came from', async () => {
+    env = await testEnv({ jobSeconds: 0.5, jobJitterSeconds: 0 });
+    await env.startWorker();
+    await writeFile(join(env.dir, 'one.csv'), 'id,prompt\no1,a heron in reeds\no2,a snowy owl\n');
+    const first = await cli(env, ['run', 'one.csv', ...FAST]);
+    expect(first.code, first.stderr).toBe(0);
+    const batchOne = /(batch-[0-9a-f]{16}):/.exec(first.stdout)![1]!;
+    await writeFile(
+      join(env.dir, 'two.csv'),
+      'id,prompt\nt1,a snowy owl\nt2,a heron in reeds\nt3,a fox cub\n',
+    );
+    const second = await cli(env, ['run', 'two.csv', ...FAST]);
+    expect(second.code, second.stderr).toBe(0);
+    expect(env.sim.stats().jobsCreated).toBe(3);
+    const review = await cli(env, ['review', 'two.csv']);
+    expect(review.code, review.stderr).toBe(0);
+    const page = await openPage(pathToFileURL(/(\S+review\.html)/.exec(review.stdout)![1]!).href);
+    expect(await page.textContent('#summary')).toContain(`3 rows: 3 succeeded · 2 reused from ${batchOne}`);
+    expect(await page.textContent('.card[data-id="t1"]')).toContain(`reused from${batchOne} row o2`);
+    expect(await page.textContent('.card[data-id="t3"]')).not.toContain('reused');
+    await page.context().close();
+  });
+
   it('--serve serves the page, data.json and the videos (range requests), and cards update as rows finish', async () => {
     env = await testEnv({ jobSeconds: 1.5, jobJitterSeconds: 0 });
     await env.startWorker();

@@ -94,6 +94,33 @@ describe('review data', () => {
     ]);
   });
 
+  it('a row reused from another batch says from where, and costs this batch nothing', () => {
+    const data = buildReviewData(
+      {
+        batchId: 'batch-x',
+        rows: [],
+        manifest: [
+          result({
+            rowId: 'a',
+            status: 'succeeded',
+            jobId: 'vid_1',
+            reusedFrom: { batchId: 'batch-y', rowId: 'r7' },
+          }),
+          result({ rowId: 'b', status: 'succeeded', jobId: 'vid_2' }),
+        ],
+        journal: [],
+      },
+      { pageDir: '/o' },
+      { estimateCost: () => 0.5 },
+      () => false,
+    );
+    expect(data.rows.map((r) => [r.id, r.reusedFrom, r.estimatedCost])).toEqual([
+      ['a', { batchId: 'batch-y', rowId: 'r7' }, undefined],
+      ['b', undefined, 0.5],
+    ]);
+    expect(data.spend).toBe(0.5);
+  });
+
   it('links a file relative to the page, each path segment encoded', () => {
     expect(fileHref('/a/out/b', '/a/videos/b/x #1?.mp4')).toBe('../../videos/b/x%20%231%3F.mp4');
   });
