@@ -88,6 +88,8 @@ describe('canonicalStatus', () => {
       'failed',
     ]);
     expect(canonicalStatus('warming_up')).toBe('unknown');
+    // A status that says the gateway no longer knows the job (one provider's answer past 24 h).
+    expect(['UNKNOWN', 'not_found', 'Not Found'].map(canonicalStatus)).toEqual(['gone', 'gone', 'gone']);
   });
 });
 
