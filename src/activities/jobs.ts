@@ -10,7 +10,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { DEFAULT_RETRY_AFTER_MS, SUBMIT_HEARTBEAT_EVERY_MS } from '../contract/failures';
 import type { PollSchedule } from '../contract/batch-options';
 import type { JobCheck, PollOutcome, SubmitResult } from '../contract/jobs';
-import { NO_VIDEO_URL_CODE } from '../contract/prompt';
+import { JOB_GONE_CODE, jobGoneMessage, NO_VIDEO_URL_CODE } from '../contract/prompt';
 import type { PromptRow } from '../contract/rows';
 import type { GatewayClient } from '../gateway/client';
 import {
@@ -311,6 +311,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
           return job.url
             ? { state: 'succeeded', url: job.url }
             : { state: 'no_url', errorMessage: noUrlMessage(jobId) };
+        if (job.status === 'gone') return { state: 'gone', rawStatus: job.rawStatus };
         if (job.status === 'failed')
           return {
             state: 'failed',
@@ -361,6 +362,16 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
       } catch (err) {
         if (err instanceof NotSentError) throw notSent(err);
         countGatewayError(err, 'status', gateway);
+        if (err instanceof NotFoundError) {
+          count('vidbatch_jobs_finished', { status: 'failed', code: JOB_GONE_CODE });
+          return {
+            status: 'failed',
+            errorCode: JOB_GONE_CODE,
+            errorMessage: `${jobGoneMessage(jobId)}: ${err.message}`,
+            polls: attempt,
+            ...(err.requestId ? { requestId: err.requestId } : {}),
+          };
+        }
         const failure = toFailure(err, 'pollJob', untilDeadlineDelay(retryDelayMs, deadlineAt));
         // A job the gateway keeps answering badly (5xx, an unreadable body) ends at its deadline like one
         // that never finishes: the row must end, and the batch with it.
@@ -377,6 +388,15 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
       }
       const checkedAge = Date.now() - submittedAt;
       latency.checked(jobId, checkedAge, job.status === 'completed' || job.status === 'failed');
+      if (job.status === 'gone') {
+        count('vidbatch_jobs_finished', { status: 'failed', code: JOB_GONE_CODE });
+        return {
+          status: 'failed',
+          errorCode: JOB_GONE_CODE,
+          errorMessage: jobGoneMessage(jobId, job.rawStatus),
+          polls: attempt,
+        };
+      }
       if (job.status === 'completed' && !job.url) {
         count('vidbatch_jobs_finished', { status: 'failed', code: NO_VIDEO_URL_CODE });
         return {

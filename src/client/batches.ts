@@ -17,7 +17,7 @@ import { DEFAULT_BATCH_OPTIONS, type BatchOptions } from '../contract/batch-opti
 import type { BatchProgress } from '../contract/progress';
 import { OtherVersionBatchError } from '../errors';
 import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
-import { failedRowsCsv, retryCsvPath } from '../results/export';
+import { failedRowsCsv, retryCsvPath, type LeftOut } from '../results/export';
 import { findManifest } from './batch-status';
 import { previousInput, waitForTerminatedSubmits } from './rerun';
 import { batchWorkflow } from '../workflows';
@@ -271,6 +271,8 @@ export interface RetryFailedOptions extends StartBatchOptions {
   outRoot?: string;
   /** Told of the earlier retries whose rows are left out (before anything starts, also when nothing does). */
   onEarlier?: (earlier: EarlierRetry[]) => void;
+  /** Told of the failed rows a retry without `code` leaves out, by code (export.ts, leftOutReason). */
+  onLeftOut?: (leftOut: LeftOut[]) => void;
 }
 
 export interface RetryStarted extends StartedBatch {
@@ -328,13 +330,14 @@ export async function retryFailed(
   batchId: string,
   options: RetryFailedOptions = {},
 ): Promise<RetryStarted | undefined> {
-  const { code, outRoot = 'out', onEarlier, ...start } = options;
+  const { code, outRoot = 'out', onEarlier, onLeftOut, ...start } = options;
   const manifest = await findManifest(session.client, batchId, outRoot);
   // A row an earlier retry took goes on in that retry (whose folder knows its new job), never paid again here.
   const earlier = await earlierRetries(session.client, dirname(manifest), batchId, code);
   const taken = new Set(earlier.flatMap((e) => e.ids));
   if (earlier.length) onEarlier?.(earlier.map((e) => e.retry));
   const csv = await failedRowsCsv(manifest, dirname(manifest), batchId, code, taken);
+  if (csv.leftOut.length) onLeftOut?.(csv.leftOut);
   if (csv.rows === 0) return undefined;
   // The retry downloads (under the same root, or not at all) and verifies as the original batch did, unless told.
   const original = (await previousInput(session.client, batchId))?.options;

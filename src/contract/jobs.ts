@@ -27,8 +27,8 @@ export type JobCheck =
   | { state: 'unfinished'; rawStatus: string }
   /** `completed` with no usable video URL: the row ends `no_video_url` (no new job is paid for). */
   | { state: 'no_url'; errorMessage: string }
-  /** The gateway no longer knows the job (404). */
-  | { state: 'gone' };
+  /** The gateway no longer knows the job: 404, or the status that says so (`rawStatus`, e.g. `UNKNOWN`). */
+  | { state: 'gone'; rawStatus?: string };
 
 export interface PollOutcome {
   status: PromptStatus;

@@ -87,6 +87,41 @@ export const URL_EXPIRED_CODE = 'url_expired';
 /** Code of a row whose job answered `completed` with no usable `data[].url`; the job id is kept. */
 export const NO_VIDEO_URL_CODE = 'no_video_url';
 
+/**
+ * Code of a row whose job the gateway no longer knows: a status check answered 404, or a status that says so
+ * (`UNKNOWN`, which one provider answers for tasks past their 24 h). The job id is kept; the job may have
+ * finished and been billed, so this is never by itself a reason to pay again (`retry-failed --code job_gone`).
+ */
+export const JOB_GONE_CODE = 'job_gone';
+
+/** The message of a `job_gone` row: a 404 (`rawStatus` absent), or the status that said the job is gone. */
+export function jobGoneMessage(jobId: string | undefined, rawStatus?: string): string {
+  return (
+    `the gateway no longer knows job ${jobId} (${rawStatus === undefined ? '404' : `status "${rawStatus}"`}); ` +
+    'its id is kept: it may have finished and been billed, so nothing is paid again for it unless ' +
+    `\`retry-failed --code ${JOB_GONE_CODE}\` asks`
+  );
+}
+
+/**
+ * Codes by which gateways refuse a prompt for its content, on submit or as the job's failure: moderation,
+ * content policy or filter, data inspection, safety. Sent again unchanged it would be refused again (and may
+ * be billed again), so a re-run never re-sends such a row; `retry-failed --code <code>` does, deliberately.
+ */
+const CONTENT_REFUSAL =
+  /moderat|content_?polic|content_?filter|data_?inspection|inspection_?fail|safety|nsfw|policy_?violation|sensitive_?content|inappropriate/;
+
+/** Whether an error code is the gateway refusing the row's content (see CONTENT_REFUSAL). */
+export function isContentRefusal(code: string | undefined): boolean {
+  if (!code) return false;
+  // `DataInspectionFailed`, `content-policy-violation` and `content_policy_violation` alike.
+  const words = code
+    .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
+    .toLowerCase()
+    .replace(/[\s-]+/g, '_');
+  return CONTENT_REFUSAL.test(words);
+}
+
 export interface PromptInput {
   batchId: string;
   row: PromptRow;

@@ -1,6 +1,6 @@
 // The Model Gateway client (undici + zod). It makes exactly one HTTP call per method call: retry decisions
 // belong to Temporal (activity retries and durable timers), so every outcome surfaces as a value or a typed
-// error from errors.ts. Error text never carries the API key.
+// error from errors.ts. Text from the gateway is redacted (redact.ts) before it goes into any value or error.
 import { request, type Dispatcher } from 'undici';
 import { z } from 'zod';
 import type { GatewaySettings } from '../config';
@@ -19,6 +19,7 @@ import {
   WorkerStoppingError,
 } from './errors';
 import { RetryAfterHolds, type CallKind } from './retry-after-hold';
+import { redactSecrets } from './redact';
 import { readRetryAfter } from './retry-after';
 import { canonicalStatus, type CanonicalStatus } from './status';
 
@@ -87,12 +88,10 @@ export interface CallOptions {
   beforeSend?: () => void | Promise<void>;
 }
 
-/** An echoed Authorization header's value (`Authorization: ...`, `"authorization":"..."`), to the line's end. */
-const AUTHORIZATION_VALUE = /(authorization["']?\s*[:=]\s*["']?)[^"'\r\n]+/gi;
-/** A bearer token anywhere (a previous key, a proxy's own). */
-const BEARER_TOKEN = /(\bBearer\s+)[^\s"',;]+/gi;
 /** Most of a non-JSON error body that goes into a message. */
 const MAX_ERROR_TEXT = 200;
+/** Most of a job status that goes into a message. */
+const MAX_STATUS_TEXT = 100;
 
 /** A response header's value (the first, if sent more than once). */
 function header(raw: string | string[] | undefined): string | undefined {
@@ -178,7 +177,9 @@ export class GatewayClient {
         undefined,
         requestId,
       );
-    const { id, status: rawStatus, data, error } = parsed.data;
+    const { id, data, error } = parsed.data;
+    // The status goes into messages ("still <status> at its deadline"): gateway text, redacted and bounded.
+    const rawStatus = this.redact(parsed.data.status).slice(0, MAX_STATUS_TEXT);
     const status = canonicalStatus(rawStatus);
     const raw = data?.[0]?.url;
     const url = raw && URL.canParse(raw) ? raw : undefined;
@@ -188,7 +189,12 @@ export class GatewayClient {
       rawStatus,
       ...(url ? { url } : {}),
       ...(error
-        ? { error: { code: error.code ?? 'unknown', message: this.redact(error.message ?? '') } }
+        ? {
+            error: {
+              code: this.redact(error.code ?? 'unknown'),
+              message: this.redact(error.message ?? ''),
+            },
+          }
         : {}),
       ...(requestId ? { requestId } : {}),
     };
@@ -201,14 +207,11 @@ export class GatewayClient {
   }
 
   /**
-   * Gateway text as it may go into messages: the key, any bearer token and any echoed Authorization header
-   * value are replaced. Whole text only: a cut made first could leave part of a key that no longer matches.
+   * Gateway text as it may go into messages (redact.ts): the key, any `sk-` token, any bearer token and any
+   * echoed Authorization header value are replaced. Whole text only: cut after this, never before.
    */
   private redact(text: string): string {
-    const key = this.options.apiKey();
-    return (key ? text.split(key).join('[redacted]') : text)
-      .replace(AUTHORIZATION_VALUE, '$1[redacted]')
-      .replace(BEARER_TOKEN, '$1[redacted]');
+    return redactSecrets(text, this.options.apiKey());
   }
 
   /**
@@ -336,10 +339,12 @@ export class GatewayClient {
     if (statusCode >= 200 && statusCode < 300) return { json, requestId };
 
     const parsedError = errorBody.safeParse(json);
-    const code = parsedError.success ? parsedError.data.error.code : undefined;
+    const rawCode = parsedError.success ? parsedError.data.error.code : undefined;
+    // The code becomes a row's errorCode: gateway text like the message.
+    const code = rawCode === undefined ? undefined : this.redact(rawCode);
     // Redacted before it is cut: a key straddling the cut would otherwise survive in part.
     const detail = parsedError.success
-      ? this.redact(parsedError.data.error.message ?? code ?? '')
+      ? this.redact(parsedError.data.error.message ?? rawCode ?? '')
       : this.redact(text).slice(0, MAX_ERROR_TEXT);
     const message = `${what}: ${statusCode}${detail ? ` ${detail}` : ''}`;
     const retryAfter = header(response.headers['retry-after']);
@@ -349,7 +354,7 @@ export class GatewayClient {
       message,
       code,
       wait?.ms,
-      retryAfter,
+      retryAfter === undefined ? undefined : this.redact(retryAfter).slice(0, MAX_STATUS_TEXT),
       requestId,
       wait?.clamped ? wait.askedMs : undefined,
     );

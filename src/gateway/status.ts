@@ -1,7 +1,9 @@
 // Job statuses are an open set (the seed shows only `queued` and `completed`): synonyms map to the canonical
-// states, and anything else is `unknown`, which callers treat as "not finished yet" and report.
+// states, and anything else is `unknown`, which callers treat as "not finished yet" and report. `gone` is a
+// status that says the gateway no longer knows the job: the literal `UNKNOWN` is what one provider answers
+// for a task past its 24 h, where others answer 404.
 
-export type CanonicalStatus = 'queued' | 'running' | 'completed' | 'failed' | 'unknown';
+export type CanonicalStatus = 'queued' | 'running' | 'completed' | 'failed' | 'gone' | 'unknown';
 
 const SYNONYMS: Record<Exclude<CanonicalStatus, 'unknown'>, string[]> = {
   queued: ['queued', 'pending', 'submitted', 'created', 'waiting', 'in_queue', 'scheduled'],
@@ -19,6 +21,7 @@ const SYNONYMS: Record<Exclude<CanonicalStatus, 'unknown'>, string[]> = {
     'timed_out',
     'timeout',
   ],
+  gone: ['unknown', 'not_found', 'notfound', 'gone', 'deleted', 'purged'],
 };
 
 const LOOKUP = new Map<string, CanonicalStatus>(

@@ -2,7 +2,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'csv-stringify/sync';
-import type { PromptResult } from '../contract/prompt';
+import { isContentRefusal, JOB_GONE_CODE, type PromptResult } from '../contract/prompt';
 import { neutralizeTable } from '../input/csv-formula';
 import { readManifest } from './manifest';
 import { summarizeVerification, verificationCell, type VerificationSummary } from './verification-summary';
@@ -63,10 +63,53 @@ const RESULT_COLUMNS = [
   'finishedAt',
 ] as const;
 
+/**
+ * Failed rows that neither `failed.csv` nor a `retry-failed` without `--code` takes, by code, and why: sent again
+ * unchanged they would be paid again by accident. `retry-failed --code <code>` sends them, deliberately.
+ */
+export interface LeftOut {
+  code: string;
+  rows: number;
+  why: string;
+}
+
+/** Why a failed row with this code is left out (LeftOut), or undefined when it is not. */
+export function leftOutReason(code: string | undefined): string | undefined {
+  if (isContentRefusal(code))
+    return 'the gateway refused their content; sent unchanged it would refuse it again';
+  if (code === JOB_GONE_CODE)
+    return 'the gateway no longer knows their job, which may have finished and been billed';
+  return undefined;
+}
+
+/** The left-out rows of `failed`, grouped by code, in order of first appearance. */
+function leftOutOf(failed: PromptResult[]): LeftOut[] {
+  const byCode = new Map<string, LeftOut>();
+  for (const r of failed) {
+    const why = leftOutReason(r.errorCode);
+    if (!why) continue;
+    const code = r.errorCode!;
+    const group = byCode.get(code) ?? { code, rows: 0, why };
+    group.rows += 1;
+    byCode.set(code, group);
+  }
+  return [...byCode.values()];
+}
+
+/** "2 row(s) left out ...: <why> (<code>); `vidbatch retry-failed <batch> --code <code>` sends them" per code. */
+export function leftOutLines(leftOut: LeftOut[], batchId: string, where: string): string[] {
+  return leftOut.map(
+    (l) =>
+      `${l.rows} row(s) ${where}: ${l.why} (${l.code}); \`vidbatch retry-failed ${batchId} --code ${l.code}\` sends them as they are, deliberately`,
+  );
+}
+
 export interface ExportedResults {
   succeeded: number;
   failed: number;
   files: string[];
+  /** Failed rows left out of `failed.csv` (written to `left-out.csv` instead), by code. */
+  leftOut: LeftOut[];
   /** Downloaded videos checked against their rows. */
   verification: VerificationSummary;
 }
@@ -83,6 +126,7 @@ export async function exportResults(
   const results = (await readManifest(manifest)).sort((a, b) => a.line - b.line);
   const succeeded = results.filter((r) => r.status === 'succeeded');
   const failed = results.filter((r) => r.status === 'failed');
+  const leftOut = format === 'csv' ? leftOutOf(failed) : [];
   await mkdir(dir, { recursive: true });
   const files: string[] = [];
   const write = async (name: string, text: string) => {
@@ -106,18 +150,26 @@ export async function exportResults(
         ]),
       ]);
     await write('succeeded.csv', table(succeeded));
-    await write('failed.csv', csvText(inputRows(failed)));
+    // failed.csv is run again as it is: rows that would then be paid again by accident go to left-out.csv,
+    // to edit (a refused prompt) or send deliberately.
+    const held = failed.filter((r) => leftOutReason(r.errorCode));
+    await write('failed.csv', csvText(inputRows(failed.filter((r) => !leftOutReason(r.errorCode)))));
+    if (held.length) await write('left-out.csv', csvText(inputRows(held)));
     await write('failed-errors.csv', table(failed));
   }
   return {
     succeeded: succeeded.length,
     failed: failed.length,
     files,
+    leftOut,
     verification: summarizeVerification(results),
   };
 }
 
-/** Writes an input CSV of the failed rows (optionally of one error code) and returns its path and row count. */
+/**
+ * Writes an input CSV of the failed rows (optionally of one error code) and returns its path and row count.
+ * Without a code, the rows leftOutReason names are left out (and counted in `leftOut`): only their code takes them.
+ */
 export async function failedRowsCsv(
   manifest: string,
   dir: string,
@@ -125,14 +177,15 @@ export async function failedRowsCsv(
   errorCode?: string,
   /** Rows an earlier retry of this batch already took: left out (that retry is where they go on). */
   taken: ReadonlySet<string> = new Set(),
-): Promise<{ path: string; rows: number }> {
-  const failed = (await readManifest(manifest))
+): Promise<{ path: string; rows: number; leftOut: LeftOut[] }> {
+  const candidates = (await readManifest(manifest))
     .filter((r) => r.status === 'failed' && (!errorCode || r.errorCode === errorCode) && !taken.has(r.rowId))
     .sort((a, b) => a.line - b.line);
+  const failed = errorCode ? candidates : candidates.filter((r) => !leftOutReason(r.errorCode));
   await mkdir(dir, { recursive: true });
   const path = retryCsvPath(dir, batchId, errorCode);
   await writeFile(path, csvText(inputRows(failed)));
-  return { path, rows: failed.length };
+  return { path, rows: failed.length, leftOut: errorCode ? [] : leftOutOf(candidates) };
 }
 
 /** Where `retry-failed` writes the rows it takes from `batchId` (in the original batch's folder). */

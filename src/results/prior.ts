@@ -2,7 +2,13 @@
 // line wins) and the jobs journal (every job a submit made or may have made). readRows attaches it to each row,
 // so a re-run skips rows that succeeded and checks known jobs before paying again. Folders are read
 // incrementally: a batch of 100k rows re-reads only what was appended since the last page.
-import { VIDEO_MISMATCH_CODE, type PromptResult } from '../contract/prompt';
+import {
+  isContentRefusal,
+  JOB_GONE_CODE,
+  NO_VIDEO_URL_CODE,
+  VIDEO_MISMATCH_CODE,
+  type PromptResult,
+} from '../contract/prompt';
 import type { PriorOutcome } from '../contract/rows';
 import { journalPath, type JournalEntry } from './jobs-journal';
 import { JsonlTail } from './jsonl';
@@ -118,15 +124,16 @@ export class PriorFold {
 
   /**
    * What is known of a row; `withStatus` false leaves out its final state (another batch's folder: the batch
-   * retry-failed retries). There, a row that ended `video_mismatch` offers no job: its job completed and its
-   * video was judged wrong, so checking it would only fetch the same video; the retry pays for a new one, with
-   * a key generation the gateway has not seen.
+   * retry-failed retries). There, a row whose job can give nothing more offers no job, and the retry pays for a
+   * new one with a key generation the gateway has not seen: `video_mismatch` (checking it would fetch the same
+   * wrong video), `no_video_url` (the same answer without a URL), `job_gone` (the gateway no longer knows it),
+   * a content refusal (the job failed for the row's content).
    */
   get(rowId: string, withStatus = true): PriorOutcome | undefined {
     const row = this.rows.get(rowId);
     if (!row) return undefined;
     const unknownSubmits = Math.max(row.manifestUnknown, row.journalUnknown);
-    const regenerate = !withStatus && row.status === 'failed' && row.errorCode === VIDEO_MISMATCH_CODE;
+    const regenerate = !withStatus && row.status === 'failed' && regeneratedOnRetry(row.errorCode);
     return {
       ...(withStatus && row.status ? { status: row.status } : {}),
       ...(withStatus && row.errorCode ? { errorCode: row.errorCode } : {}),
@@ -137,6 +144,16 @@ export class PriorFold {
       ...(row.posts ? { posts: row.posts } : {}),
     };
   }
+}
+
+/** Codes whose job a retry never checks again: it would answer the same (PriorFold.get). */
+function regeneratedOnRetry(code: string | undefined): boolean {
+  return (
+    code === VIDEO_MISMATCH_CODE ||
+    code === NO_VIDEO_URL_CODE ||
+    code === JOB_GONE_CODE ||
+    isContentRefusal(code)
+  );
 }
 
 /** One output folder's prior outcomes, kept up to date by reading only what its files gained. */

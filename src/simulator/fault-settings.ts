@@ -58,6 +58,13 @@ export interface FaultOptions extends FaultProbabilities {
   slowMs: number;
   /** Prompts containing any of these words (case-insensitive) end as failed with `content_moderation`. */
   moderationWords: string[];
+  /**
+   * Prompts containing any of these words (case-insensitive) make a job the gateway has forgotten: every status
+   * query answers 404 (`goneWords`), or 200 with the status `UNKNOWN` (`unknownStatusWords`), as one provider
+   * answers for tasks past their 24 h.
+   */
+  goneWords: string[];
+  unknownStatusWords: string[];
   /** Prompts containing any of these words (case-insensitive) get a truncated, wrong-resolution or wrong-duration video. */
   truncatedWords: string[];
   wrongResolutionWords: string[];
@@ -81,6 +88,8 @@ export const DEFAULT_FAULTS: FaultOptions = {
   echoHeaders500: 0,
   unknownStatus: 0,
   moderationWords: [],
+  goneWords: [],
+  unknownStatusWords: [],
   jobFailure: 0,
   jobNoUrl: 0,
   jobError5xx: 0,
@@ -117,6 +126,8 @@ export const faultsSchema = z
     videoWrongDuration: probability,
     slowMs: z.number().min(0),
     moderationWords: z.array(z.string()),
+    goneWords: z.array(z.string()),
+    unknownStatusWords: z.array(z.string()),
     truncatedWords: z.array(z.string()),
     wrongResolutionWords: z.array(z.string()),
     wrongDurationWords: z.array(z.string()),

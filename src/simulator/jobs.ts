@@ -93,7 +93,7 @@ export function newJob(
     checks: 0,
     idDelivered: false,
     resultDelivered: false,
-    ...rollBadAnswer(roll),
+    ...rollBadAnswer(roll, prompt, faults),
     ...(body.parameters?.resolution ? { resolution: body.parameters.resolution } : {}),
     ...(body.parameters?.duration !== undefined ? { duration: body.parameters.duration } : {}),
     ...(moderated ? {} : chooseVideoFault(prompt, faults, roll)),

@@ -38,6 +38,7 @@ export function routeKind(method: string | undefined, path: string): 'submit' | 
 /** The job as the gateway shows it: on submit always `queued`; later its status, URL or error. */
 function jobView(state: SimulatorState, origin: string, job: Job, forSubmit: boolean) {
   let status = forSubmit ? 'queued' : state.jobStatus(job);
+  if (!forSubmit && job.badAnswer === 'status_unknown') status = 'UNKNOWN'; // job-faults.ts: forgotten
   if (!forSubmit && (status === 'queued' || status === 'running') && state.roll('unknownStatus')) {
     status = 'warming_up';
   }
@@ -86,7 +87,7 @@ export async function videoJobRoutes(
     // Jobs belong to the account, not the key: a rotated key still sees earlier jobs.
     if (!job) throw new HttpError(404, 'not_found', `No job with id ${id}.`);
     job.checks = (job.checks ?? 0) + 1;
-    if (state.isGone(job)) {
+    if (state.isGone(job) || job.badAnswer === 'gone') {
       state.stats.goneQueries += 1;
       throw new HttpError(404, 'not_found', `No job with id ${id}.`);
     }

@@ -392,6 +392,19 @@ export class BatchState {
     this.changed();
   }
 
+  /**
+   * The next row's content was refused by the gateway in an earlier run: counted as failed again, not re-sent
+   * (unchanged, it would be refused again), not recorded again.
+   */
+  skipRefused(prior: PriorOutcome): void {
+    this.posts += prior.posts ?? 0;
+    this.nextRow += 1;
+    this.counts.failed += 1;
+    if (prior.unknownSubmits) this.unknownSubmitRows += 1;
+    this.checkSpendCap();
+    this.changed();
+  }
+
   /** A prompt ended; the workflow records its result after this. */
   finished(result: PromptResult): void {
     this.inFlight.delete(result.rowId);

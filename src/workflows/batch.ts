@@ -33,7 +33,7 @@ import {
 } from '../contract/messages';
 import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
 import { MAX_RESULT_GROUP_BYTES, type BatchInput, type BatchResult } from '../contract/batch';
-import { promptSpendOptions, type PromptResult } from '../contract/prompt';
+import { isContentRefusal, promptSpendOptions, type PromptResult } from '../contract/prompt';
 import { MAX_PAGE_BYTES, rowFields, type PageRow, type PriorOutcome, type PromptRow } from '../contract/rows';
 import { BatchState } from './batch-state';
 import { promptWorkflow } from './prompt';
@@ -114,6 +114,12 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     if (keptUnknown(input, prior)) {
       // Its outcome stayed unknown (it may be billed): only `retry-failed --code submit_unknown` re-sends it.
       state.skipUnknown(prior!);
+      return;
+    }
+    if (!input.retryOf && prior?.status === 'failed' && isContentRefusal(prior.errorCode)) {
+      // The gateway refused its content: sent again unchanged it would be refused again, and may be billed.
+      // Only `retry-failed --code <its code>` re-sends it, deliberately.
+      state.skipRefused(prior);
       return;
     }
     state.started(row.id, prior);

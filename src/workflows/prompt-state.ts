@@ -11,6 +11,9 @@ import { FailureType } from '../contract/failures';
 import { unreachableRetryMs } from '../contract/batch-options';
 import type { DownloadedVideo, JobCheck, PollOutcome, SubmitResult, Verification } from '../contract/jobs';
 import {
+  isContentRefusal,
+  JOB_GONE_CODE,
+  jobGoneMessage,
   NO_VIDEO_URL_CODE,
   URL_EXPIRED_CODE,
   VIDEO_MISMATCH_CODE,
@@ -49,7 +52,13 @@ export type KnownJobStep =
   | { kind: 'noUrl'; errorMessage: string }
   /** Unfinished: poll it to the end (its submit time is not known: the deadline counts from now). */
   | { kind: 'poll' }
-  /** Failed or gone: a new job, with the next key generation. */
+  /**
+   * The row ends with the job's failure, its job id kept, nothing paid again: the gateway no longer knows the
+   * job (`job_gone`: it may have finished and been billed), or refused the row's content (sent again unchanged,
+   * it would be refused again).
+   */
+  | { kind: 'ended'; outcome: PollOutcome }
+  /** Failed: a new job, with the next key generation. */
   | { kind: 'submit' };
 
 /** What a finished row's result has beyond its row's fields and its finish time. */
@@ -120,7 +129,22 @@ export class PromptState {
     // Paid, but nothing to fetch: not paid for again; the job id stays for a later check.
     if (check.state === 'no_url') return { kind: 'noUrl', errorMessage: check.errorMessage };
     if (check.state === 'unfinished') return { kind: 'poll' };
-    // Failed or gone: a new job is the only way to get this row's video, under the next generation's key.
+    if (check.state === 'gone')
+      return {
+        kind: 'ended',
+        outcome: {
+          status: 'failed',
+          errorCode: JOB_GONE_CODE,
+          errorMessage: jobGoneMessage(this.jobId, check.rawStatus),
+          polls: 1,
+        },
+      };
+    if (isContentRefusal(check.errorCode))
+      return {
+        kind: 'ended',
+        outcome: { status: 'failed', errorCode: check.errorCode, errorMessage: check.errorMessage, polls: 1 },
+      };
+    // Failed: a new job is the only way to get this row's video, under the next generation's key.
     this.jobId = undefined;
     this.generation = this.input.keyGeneration;
     return { kind: 'submit' };
@@ -396,7 +420,7 @@ export class PromptState {
 export function recheckReason(check: Exclude<JobCheck, { state: 'succeeded' }>): string {
   switch (check.state) {
     case 'gone':
-      return 'the gateway no longer knows it (404)';
+      return `the gateway no longer knows it (${check.rawStatus === undefined ? '404' : `status "${check.rawStatus}"`})`;
     case 'no_url':
       return check.errorMessage;
     case 'failed':

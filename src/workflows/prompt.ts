@@ -115,6 +115,7 @@ class PromptRun {
       }
       if (step.kind === 'succeeded') return this.finished({ status: 'succeeded', url: step.url, polls: 1 });
       if (step.kind === 'noUrl') return finish(state, state.noVideoUrl(step.errorMessage));
+      if (step.kind === 'ended') return finish(state, state.finished(step.outcome));
       if (step.kind === 'submit') return undefined;
       setState('running');
       state.polling(Date.now());

@@ -123,7 +123,10 @@ describe('vidbatch retry-failed on the embedded server', () => {
     expect(first.stdout).toMatch(/2 succeeded, 1 failed of 3/);
 
     sim.setFaults({ moderationWords: [] }); // the gateway now accepts it
-    const retried = await vidbatch(['retry-failed', 'p.csv'], { cwd: dir, env: gatewayEnv(sim) });
+    const retried = await vidbatch(['retry-failed', 'p.csv', '--code', 'content_moderation'], {
+      cwd: dir,
+      env: gatewayEnv(sim),
+    });
     expect(retried.stderr).toMatch(/Started (batch-[0-9a-f]{16}): 1 failed rows of batch-/);
     expect(retried.stdout).toMatch(/batch-[0-9a-f]{16}: 1 succeeded, 0 failed of 1\. Manifest: /);
     expect(retried.code).toBe(0);

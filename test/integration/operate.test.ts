@@ -116,7 +116,11 @@ describe('operator commands', () => {
     const results = await cli(env, ['results', batchId]);
     expect(results.stdout).toContain('7 succeeded, 1 failed');
     const outDir = join(env.dir, 'out', 'ops', batchId);
-    const failedCsv = parseCsv(await readFile(join(outDir, 'failed.csv')), 'failed.csv');
+    // Refused for its content, r2 is left out of failed.csv (run again as it is, it would be refused and
+    // paid again): it is in left-out.csv, to edit, and results says so.
+    expect(results.stdout).toContain('1 row(s) left out of failed.csv (they are in left-out.csv)');
+    expect((await readFile(join(outDir, 'failed.csv'), 'utf8')).trim().split('\n')).toHaveLength(1); // header
+    const failedCsv = parseCsv(await readFile(join(outDir, 'left-out.csv')), 'left-out.csv');
     expect(failedCsv.problems).toEqual([]);
     expect(failedCsv.rows).toMatchObject([
       { id: 'r2', prompt: 'a forbidden scene', parameters: { seed: 1, resolution: '720P', duration: 5 } },
@@ -139,7 +143,10 @@ describe('operator commands', () => {
     expect(retryId).not.toBe(batchId);
     const retryHandle = env.client.workflow.getHandle(retryId!);
     expect(await retryHandle.result()).toMatchObject({ total: 1, failed: 1 });
-    expect((await retryHandle.describe()).memo).toEqual({ retryOf: batchId });
+    expect((await retryHandle.describe()).memo).toEqual({
+      retryOf: batchId,
+      csvPath: expect.stringMatching(/\.csv$/) as unknown,
+    });
   });
 
   it('cancel keeps finished rows and records in-flight ones with their job id', async () => {

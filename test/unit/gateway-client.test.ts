@@ -88,6 +88,8 @@ describe('canonicalStatus', () => {
       'failed',
     ]);
     expect(canonicalStatus('warming_up')).toBe('unknown');
+    // A status that says the gateway no longer knows the job (one provider's answer past 24 h).
+    expect(['UNKNOWN', 'not_found', 'Not Found'].map(canonicalStatus)).toEqual(['gone', 'gone', 'gone']);
   });
 });
 
@@ -322,6 +324,34 @@ describe('key redaction in error text', () => {
     expect(error.message).toContain('"Authorization":"[redacted]"');
     expect(error.message).not.toContain('sk-old-rotated-key-9999');
     expect(error.message).not.toContain('dXNlcjpwYXNz');
+  });
+
+  it('redacts any sk- token in the JSON error, a job error, its code and its status, not only the current key', async () => {
+    const other = 'sk-proxy-own-key-ABCDEF123456';
+    const { server, client } = await rawGateway((req, res) => {
+      res.writeHead(req.url?.endsWith('/vid_2') ? 200 : 400, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify(
+          req.url?.endsWith('/vid_2')
+            ? {
+                id: 'vid_2',
+                status: `failed ${other}`,
+                error: { code: `bad_${other}`, message: `upstream key ${other} was refused` },
+              }
+            : { error: { code: other, message: `key ${other} (key=${other}) is not allowed` } },
+        ),
+      );
+    });
+    const refused = (await client.getJob('vid_1').catch((e: unknown) => e)) as BadRequestError;
+    const job = await client.getJob('vid_2');
+    server.close();
+    const kept = JSON.stringify([refused.message, refused.code, job]);
+    expect(kept).not.toContain('ABCDEF123456');
+    expect(refused.message).toBe(
+      'GET /videos/generations/vid_1: 400 key [redacted] (key=[redacted]) is not allowed',
+    );
+    expect(job.error).toEqual({ code: 'bad_[redacted]', message: 'upstream key [redacted] was refused' });
+    expect(job.rawStatus).toBe('failed [redacted]');
   });
 });
 

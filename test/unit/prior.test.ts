@@ -42,3 +42,32 @@ describe('PriorFold: rows that ended video_mismatch', () => {
     });
   });
 });
+
+describe('PriorFold: rows whose job can give nothing more', () => {
+  const fold = new PriorFold();
+  for (const [rowId, errorCode] of [
+    ['n', 'no_video_url'],
+    ['g', 'job_gone'],
+    ['c', 'content_moderation'],
+  ] as const)
+    fold.record(
+      promptResult(rowId, { status: 'failed', errorCode, jobId: `vid_${rowId}`, polls: 1, finishedAt: at }),
+    );
+
+  it('offers retry-failed no job to check: it pays for a new one, with a key generation never used', () => {
+    expect(['n', 'g', 'c'].map((r) => fold.get(r, false))).toEqual([
+      { generation: 1 },
+      { generation: 1 },
+      { generation: 1 },
+    ]);
+  });
+
+  it('keeps the job and the final state for a re-run of the batch itself', () => {
+    expect(fold.get('g')).toMatchObject({ status: 'failed', errorCode: 'job_gone', jobId: 'vid_g' });
+    expect(fold.get('c')).toMatchObject({
+      status: 'failed',
+      errorCode: 'content_moderation',
+      jobId: 'vid_c',
+    });
+  });
+});

@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { FailureType } from '../../src/contract/failures';
 import { DEFAULT_BATCH_OPTIONS } from '../../src/contract/batch-options';
 import {
+  isContentRefusal,
+  JOB_GONE_CODE,
   NO_VIDEO_URL_CODE,
   promptSpendOptions,
   URL_EXPIRED_CODE,
@@ -122,16 +124,40 @@ describe('PromptState', () => {
     expect(PromptState.slotWaitMs(400_000)).toBe(800_000);
   });
 
-  it('checks a known job under the previous key generation, and submits with the next when it is gone', () => {
-    const gone = prompt({ knownJobId: 'vid_old', keyGeneration: 2 });
-    expect(gone.generation).toBe(1);
-    expect(gone.checked({ state: 'gone' })).toEqual({ kind: 'submit' });
-    expect(gone.jobId).toBeUndefined();
-    expect(gone.submitInput()).toMatchObject({
+  it('checks a known job under the previous key generation, and submits with the next when it failed', () => {
+    const failed = prompt({ knownJobId: 'vid_old', keyGeneration: 2 });
+    expect(failed.generation).toBe(1);
+    const generationFailed = { errorCode: 'generation_failed', errorMessage: 'the model failed' };
+    expect(failed.checked({ state: 'failed', ...generationFailed })).toEqual({ kind: 'submit' });
+    expect(failed.jobId).toBeUndefined();
+    expect(failed.submitInput()).toMatchObject({
       generation: 2,
       batchId: 'batch-1',
       unreachableAfterMs: 120_000,
     });
+
+    // Gone (404 or a status saying so): the row ends job_gone with its job id kept, nothing paid again.
+    for (const check of [{ state: 'gone' as const }, { state: 'gone' as const, rawStatus: 'UNKNOWN' }]) {
+      const gone = prompt({ knownJobId: 'vid_old', keyGeneration: 2 });
+      const step = gone.checked(check);
+      expect(step).toMatchObject({ kind: 'ended', outcome: { status: 'failed', errorCode: JOB_GONE_CODE } });
+      if (step.kind !== 'ended') throw new Error('not ended');
+      expect(step.outcome.errorMessage).toContain(check.rawStatus ? 'status "UNKNOWN"' : '404');
+      expect(gone.finished(step.outcome)).toMatchObject({
+        jobId: 'vid_old',
+        errorCode: JOB_GONE_CODE,
+        generation: 1,
+      });
+    }
+
+    // Failed for its content: sent again unchanged it would be refused again; the row ends with the refusal.
+    const refused = prompt({ knownJobId: 'vid_old', keyGeneration: 1 });
+    const moderation = { errorCode: 'content_moderation', errorMessage: 'rejected by moderation' };
+    expect(refused.checked({ state: 'failed', ...moderation })).toEqual({
+      kind: 'ended',
+      outcome: { status: 'failed', ...moderation, polls: 1 },
+    });
+    expect(refused.jobId).toBe('vid_old');
 
     const done = prompt({ knownJobId: 'vid_old', keyGeneration: 1 });
     expect(done.checked({ state: 'succeeded', url: 'https://v/o.mp4' })).toEqual({
@@ -270,6 +296,7 @@ describe('PromptState', () => {
     });
     expect(expired.errorMessage).toContain('Job vid_1 is paid and kept');
     expect(recheckReason({ state: 'gone' })).toContain('no longer knows');
+    expect(recheckReason({ state: 'gone', rawStatus: 'UNKNOWN' })).toContain('status "UNKNOWN"');
     expect(recheckReason({ state: 'unfinished', rawStatus: 'queued' })).toContain('"queued"');
   });
 
@@ -315,5 +342,30 @@ describe('PromptState', () => {
     expect(polled.pollRefused(undefined, 'x').requestId).toBe('req-3');
 
     expect(prompt().cancelled('waiting to submit')).not.toHaveProperty('requestId');
+  });
+});
+
+describe('isContentRefusal', () => {
+  it("knows gateways' moderation and content-policy codes, however they are written", () => {
+    const refusals = [
+      'content_moderation',
+      'content_policy_violation',
+      'moderation_blocked',
+      'DataInspectionFailed',
+      'data_inspection_failed',
+      'content-filter',
+      'SAFETY_CHECK_FAILED',
+    ];
+    expect(refusals.filter((c) => !isContentRefusal(c))).toEqual([]);
+    const others = [
+      'generation_failed',
+      'deadline_exceeded',
+      'submit_unknown',
+      'job_gone',
+      'invalid_request',
+      '',
+    ];
+    expect(others.filter((c) => isContentRefusal(c))).toEqual([]);
+    expect(isContentRefusal(undefined)).toBe(false);
   });
 });

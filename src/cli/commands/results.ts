@@ -32,7 +32,7 @@ export function registerResultsCommand(program: Command): void {
       { findManifest },
       { batchHandle, getProgress, resolveBatchId },
       { previousInput },
-      { exportResults },
+      { exportResults, leftOutLines },
       { verificationLines },
       { computeLedger, formatLedger },
     ] = await Promise.all([
@@ -65,6 +65,8 @@ export function registerResultsCommand(program: Command): void {
         `${exported.succeeded} succeeded, ${exported.failed} failed:\n${exported.files.map((f) => `  ${f}`).join('\n')}\n${formatLedger(ledger)}`,
       );
       for (const line of verificationLines(exported.verification)) console.log(line);
+      const where = 'left out of failed.csv (they are in left-out.csv)';
+      for (const line of leftOutLines(exported.leftOut, batchId, where)) console.log(line);
     }
   });
 }

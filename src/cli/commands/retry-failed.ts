@@ -27,7 +27,7 @@ export function registerRetryFailedCommand(program: Command): void {
     .command('retry-failed')
     .summary('Start and follow a new batch from the failed rows of a batch')
     .description(
-      'Start a new batch from the failed rows of a batch (optionally only one error code), linked to it, and follow it like `run` (same progress, summary and exit codes). A row whose original job may still finish has that job checked first, not paid again; `--code submit_unknown` re-sends rows whose submit had an unknown outcome, deliberately.',
+      'Start a new batch from the failed rows of a batch (optionally only one error code), linked to it, and follow it like `run` (same progress, summary and exit codes). A row whose original job may still finish has that job checked first, not paid again; `--code submit_unknown` re-sends rows whose submit had an unknown outcome, deliberately. Without --code, rows the gateway refused for their content and rows whose job it no longer knows (job_gone) are left out, and said so; `--code <their code>` sends them, with a new job (as for no_video_url and video_mismatch).',
     )
     .argument(...batchArg)
     .option(
@@ -54,12 +54,17 @@ export function registerRetryFailedCommand(program: Command): void {
   addScheduleFlags(command);
   command.action(async (ref: string, all: Record<string, unknown>, cmd: Command) => {
     for (const line of removedVariableWarnings()) console.error(line);
-    const [{ resolveBatchId, retryFailed }, { manifestPath }, { followInTerminal, openBatchSession }] =
-      await Promise.all([
-        import('../../client/batches'),
-        import('../../results/manifest'),
-        import('../follow'),
-      ]);
+    const [
+      { resolveBatchId, retryFailed },
+      { manifestPath },
+      { followInTerminal, openBatchSession },
+      { leftOutLines },
+    ] = await Promise.all([
+      import('../../client/batches'),
+      import('../../results/manifest'),
+      import('../follow'),
+      import('../../results/export'),
+    ]);
     const o: Record<string, unknown> = { ...givenOptions(cmd, all), outRoot: all.outRoot };
     const batchId = await resolveBatchId(ref);
     const code = o.code as string | undefined;
@@ -73,6 +78,7 @@ export function registerRetryFailedCommand(program: Command): void {
     });
     try {
       let rows = 0;
+      let leftOutRows = 0;
       let csvPath = '';
       await followInTerminal(session, {
         start: async () => {
@@ -86,11 +92,19 @@ export function registerRetryFailedCommand(program: Command): void {
                   `${e.rows} row(s) left out: an earlier retry-failed took them (${e.batchId}); they go on there: vidbatch retry-failed ${e.batchId}`,
                 );
             },
+            onLeftOut: (leftOut) => {
+              leftOutRows = leftOut.reduce((n, l) => n + l.rows, 0);
+              for (const line of leftOutLines(leftOut, batchId, 'left out')) console.error(line);
+            },
           });
           if (started) ({ rows, csvPath } = started);
           return started;
         },
-        nothingToDo: `${batchId}: no failed rows${code ? ` with code ${code}` : ''}; nothing to retry`,
+        // Read once start() ran: the rows it left out are known by then.
+        get nothingToDo() {
+          const which = code ? ` with code ${code}` : leftOutRows ? ' besides those left out' : '';
+          return `${batchId}: no failed rows${which}; nothing to retry`;
+        },
         detach: !!o.detach,
         json: !!o.json,
         startedLine: ({ attached, batchId: retryId }) =>

@@ -256,6 +256,24 @@ export function registerSimulatorCommand(program: Command): void {
         .hideHelp(),
     )
     .addOption(
+      new Option(
+        '--gone-words <words>',
+        'comma-separated words whose jobs the gateway forgets: every status query answers 404',
+      )
+        .default('')
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
+    )
+    .addOption(
+      new Option(
+        '--unknown-status-words <words>',
+        'comma-separated words whose jobs answer every status query with the status UNKNOWN (a forgotten task)',
+      )
+        .default('')
+        .helpGroup(GROUP.faults)
+        .hideHelp(),
+    )
+    .addOption(
       new Option('--fault-video-truncated <p>', "probability that a completed job's file is cut short")
         .argParser(fraction)
         .default(0)
@@ -342,6 +360,8 @@ export function registerSimulatorCommand(program: Command): void {
           jobNoUrl: o.faultJobNoUrl as number,
           jobError5xx: o.faultJob5xx as number,
           moderationWords: words(o.moderationWords),
+          goneWords: words(o.goneWords),
+          unknownStatusWords: words(o.unknownStatusWords),
           videoTruncated: o.faultVideoTruncated as number,
           videoWrongResolution: o.faultVideoResolution as number,
           videoWrongDuration: o.faultVideoDuration as number,
