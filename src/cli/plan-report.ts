@@ -17,6 +17,8 @@ export interface ReusePlan {
   reused: number;
   /** Rows with a job already made (by this batch or another) that is checked before paying again. */
   followed: number;
+  /** Rows another batch's same request ended refused for its content or with its job forgotten: not sent. */
+  settled: number;
   /** Rows that will submit a new job. */
   newJobs: number;
 }
@@ -30,7 +32,7 @@ export async function reusePlan(
 ): Promise<{ plan: ReusePlan; newRows: PromptRow[] }> {
   const own = await new FolderPrior(join(outRoot, batchId)).refresh();
   const index = reuse ? await new RequestIndex(outRoot).refresh() : undefined;
-  const counts: ReusePlan = { doneEarlier: 0, reused: 0, followed: 0, newJobs: 0 };
+  const counts: ReusePlan = { doneEarlier: 0, reused: 0, followed: 0, settled: 0, newJobs: 0 };
   const newRows: PromptRow[] = [];
   for (const row of rows) {
     const prior = own.get(row.id);
@@ -40,6 +42,7 @@ export async function reusePlan(
       const found = !prior && row.request ? index?.lookup(row.request, batchId) : undefined;
       if (found?.kept) counts.reused += 1;
       else if (found?.follow) counts.followed += 1;
+      else if (found?.settled) counts.settled += 1;
       else {
         counts.newJobs += 1;
         newRows.push(row);
@@ -61,10 +64,13 @@ export async function printPlan(
   console.log(
     JSON.stringify({ batchId, ...plan(csv.rows), reuse, ...(estimate ? { estimate } : {}) }, null, 2),
   );
-  const earlier = reuse.doneEarlier + reuse.reused + reuse.followed;
+  const earlier = reuse.doneEarlier + reuse.reused + reuse.followed + reuse.settled;
   if (earlier)
     console.error(
-      `${reuse.newJobs} new jobs for ${csv.rows.length} rows: ${reuse.doneEarlier} done earlier in this batch, ${reuse.reused} reuse videos other batches in ${outRoot} paid for, ${reuse.followed} check jobs already made`,
+      `${reuse.newJobs} new jobs for ${csv.rows.length} rows: ${reuse.doneEarlier} done earlier in this batch, ${reuse.reused} reuse videos other batches in ${outRoot} paid for, ${reuse.followed} check jobs already made` +
+        (reuse.settled
+          ? `, ${reuse.settled} not sent (the same request was refused for its content, or its job forgotten)`
+          : ''),
     );
   if (estimate) console.error(estimateLine(newRows.length, estimate));
 }

@@ -6,7 +6,7 @@
 // appended since the last page).
 import { readdir } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import type { PromptResult } from '../contract/prompt';
+import { isContentRefusal, JOB_GONE_CODE, type PromptResult } from '../contract/prompt';
 import { rowFields, type PriorOutcome, type PromptRow } from '../contract/rows';
 import { FolderPrior, type PriorFold, type RowView } from './prior';
 
@@ -30,12 +30,19 @@ export interface RequestSource {
   view: RowView;
 }
 
-/** What the index offers a row: a video to reuse, a job to follow, or earlier unknown outcomes to count. */
+/**
+ * What the index offers a row: a video to reuse, a job to follow, an outcome paying again would not change
+ * (refused for its content, or a job the gateway forgot), or earlier unknown outcomes to count.
+ */
 export interface Reuse {
   kept?: RequestSource;
   follow?: RequestSource;
+  settled?: RequestSource;
   unknownSubmits: number;
 }
+
+/** Rows that ended this way are not paid for again by accident, from this file or another (`retry-failed --code`). */
+const settledCode = (code: string | undefined) => code === JOB_GONE_CODE || isContentRefusal(code);
 
 /** A folder's rows by request key, and the folder's fold. */
 interface Folder {
@@ -76,6 +83,7 @@ export class RequestIndex {
   lookup(request: string, except: string): Reuse | undefined {
     let kept: RequestSource | undefined;
     let follow: RequestSource | undefined;
+    let settled: RequestSource | undefined;
     let unknownSubmits = 0;
     for (const [batchId, folder] of this.folders) {
       if (batchId === except || !folder.fold) continue;
@@ -88,14 +96,15 @@ export class RequestIndex {
           if (!kept || newer(view, kept.view)) kept = source;
         } else if (view.jobId && (!view.status || FOLLOW_CODES.has(view.errorCode ?? ''))) {
           follow ??= source;
+        } else if (view.status === 'failed' && settledCode(view.errorCode)) {
+          settled ??= source;
         } else if (!view.jobId) {
           unknownSubmits += view.unknownSubmits;
         }
       }
     }
-    return kept || follow || unknownSubmits
-      ? { ...(kept ? { kept } : follow ? { follow } : {}), unknownSubmits }
-      : undefined;
+    if (!kept && !follow && !settled && !unknownSubmits) return undefined;
+    return { ...(kept ? { kept } : follow ? { follow } : settled ? { settled } : {}), unknownSubmits };
   }
 }
 
@@ -131,6 +140,22 @@ export function priorFromIndex(
     };
     // A file that could not be linked here is not this batch's; the URL (and the other batch's file) remain.
     for (const k of ['file', 'sha256', 'bytes'] as const) if (result[k] === undefined) delete result[k];
+    return { generation: 0, reused: result };
+  }
+  if (reuse.settled) {
+    // Refused for its content, or a job the gateway forgot: recorded as it ended there, not paid for again.
+    const { batchId, rowId, view } = reuse.settled;
+    const result: PromptResult = {
+      ...rowFields(row),
+      status: 'failed',
+      ...(view.jobId ? { jobId: view.jobId } : {}),
+      errorCode: view.errorCode,
+      errorMessage: `${batchId} row ${rowId} ended ${view.errorCode} for the same request; \`retry-failed --code ${view.errorCode}\` pays for it again`,
+      attempts: 0,
+      polls: 0,
+      finishedAt: new Date().toISOString(),
+      reusedFrom: { batchId, rowId },
+    };
     return { generation: 0, reused: result };
   }
   if (reuse.follow) {

@@ -376,8 +376,9 @@ export class BatchState {
   /** The next row's request was paid for by another batch of the output root: recorded from its job, no prompt. */
   reuse(result: PromptResult): void {
     this.nextRow += 1;
-    this.reused += 1;
-    this.counts.succeeded += 1;
+    // A failed one (refused for its content, its job forgotten) is a failure here too, not a reused video.
+    if (result.status === 'succeeded') this.reused += 1;
+    this.counts[result.status] += 1;
     if (result.unknownSubmits) this.unknownSubmitRows += 1;
     this.changed();
   }

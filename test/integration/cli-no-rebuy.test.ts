@@ -68,7 +68,7 @@ describe('nothing is bought again by accident (spawned vidbatch, Idempotency-Key
       'another forbidden scene',
       ...Array.from({ length: 10 }, () => 'a calm lake'),
     ];
-    const { csv } = await csvOf(env, prompts);
+    const { csv, tag } = await csvOf(env, prompts);
     const batchId = await runAndCancel(env, csv, 2, 2);
     const first = await finalRows(env, batchId);
     expect(first.r1).toMatchObject({ status: 'failed', errorCode: 'content_moderation' });
@@ -80,6 +80,21 @@ describe('nothing is bought again by accident (spawned vidbatch, Idempotency-Key
     console.log(`re-run of the cancelled batch: jobs per row ${JSON.stringify(afterRerun)}`);
     expect(afterRerun).toMatchObject({ r1: 1, r2: 1 }); // not sent again
     expect(Object.values(afterRerun).every((n) => n === 1)).toBe(true); // cancelled jobs checked, not paid again
+
+    // Another file with the refused requests (and one done earlier) sends none of them.
+    await writeFile(
+      join(env.dir, 'other.csv'),
+      `id,prompt\nx1,a forbidden scene ${tag} 1\nx2,another forbidden scene ${tag} 2\nx3,a calm lake ${tag} 3\n`,
+    );
+    const planned = await command(env, ['plan', 'other.csv']);
+    expect((JSON.parse(planned.stdout) as { reuse: object }).reuse).toMatchObject({
+      settled: 2,
+      reused: 1,
+      newJobs: 0,
+    });
+    const other = await command(env, ['run', 'other.csv', ...FAST]);
+    expect(other.stdout, output(other)).toMatch(/1 succeeded, 2 failed of 3/);
+    expect(jobsPerRow(env)).toEqual(afterRerun);
 
     // retry-failed without --code leaves them out and says why; `results` too.
     const all = await command(env, ['retry-failed', batchId, ...FAST]);

@@ -55,7 +55,7 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
     edited[4] = ['r5', `${rows[4]![1]} at dusk`];
     await writeCsv(env, 'b.csv', edited);
     const planned = await cli(env, ['plan', 'b.csv']);
-    expect(reuseOf(planned)).toEqual({ doneEarlier: 0, reused: 19, followed: 0, newJobs: 2 });
+    expect(reuseOf(planned)).toEqual({ doneEarlier: 0, reused: 19, followed: 0, settled: 0, newJobs: 2 });
     const second = await run(env, 'b.csv');
     console.log(`edited and extended: ${env.sim.stats().jobsCreated} jobs in all for 20 + 21 rows`);
     expect(second.code, output(second)).toBe(0);
@@ -88,7 +88,7 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
       [...edited].reverse().map(([, p], i) => [`c${i + 1}`, p]),
     );
     const dry = await cli(env, ['run', 'c.csv', '--dry-run']);
-    expect(reuseOf(dry)).toEqual({ doneEarlier: 0, reused: 21, followed: 0, newJobs: 0 });
+    expect(reuseOf(dry)).toEqual({ doneEarlier: 0, reused: 21, followed: 0, settled: 0, newJobs: 0 });
     const third = await run(env, 'c.csv');
     console.log(`reordered: ${env.sim.stats().jobsCreated} jobs in all`);
     expect(third.code, output(third)).toBe(0);
@@ -123,7 +123,7 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
       prompts.map((p, i) => [`a${i + 1}`, p]),
     );
     const planned = await cli(env, ['plan', 'again.csv']);
-    expect(reuseOf(planned)).toEqual({ doneEarlier: 0, reused: 0, followed: 4, newJobs: 0 });
+    expect(reuseOf(planned)).toEqual({ doneEarlier: 0, reused: 0, followed: 4, settled: 0, newJobs: 0 });
     const again = await run(env, 'again.csv');
     console.log(`cancelled with 4 jobs, then another file: ${env.sim.stats().jobsCreated} jobs`);
     expect(again.code, output(again)).toBe(0);
