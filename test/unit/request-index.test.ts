@@ -40,6 +40,13 @@ describe('RequestIndex', () => {
           jobId: 'vid_3',
           request: 'h3/1',
         }),
+        promptResult('r6', {
+          status: 'failed',
+          errorCode: 'content_moderation',
+          jobId: 'vid_6',
+          request: 'h6/1',
+        }),
+        promptResult('r7', { status: 'failed', errorCode: 'job_gone', jobId: 'vid_7', request: 'h7/1' }),
       ],
       [
         { rowId: 'r4', jobId: 'vid_4', generation: 0, at, request: 'h4/1' }, // terminated before recording
@@ -62,6 +69,9 @@ describe('RequestIndex', () => {
     expect(index.lookup('h4/1', B)?.follow?.view.jobId).toBe('vid_4');
     expect(index.lookup('h5/1', B)).toEqual({ unknownSubmits: 1 });
     expect(index.lookup('h1/2', B)).toBeUndefined(); // another take
+    // Paying again would not change these: refused for its content, its job forgotten.
+    expect(index.lookup('h6/1', B)?.settled).toMatchObject({ batchId: A, rowId: 'r6' });
+    expect(index.lookup('h7/1', B)?.settled).toMatchObject({ batchId: A, rowId: 'r7' });
   });
 
   it('reads what folders gained since the last refresh, new folders included; the latest kept video wins', async () => {
