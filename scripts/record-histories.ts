@@ -6,6 +6,7 @@
 // D  submits whose outcome is unknown: resent once with the same key, then the row fails submit_unknown;
 // E  a running-jobs cap: refused submits wait for a slot from the batch (the capacity gate);
 // F  cancelled while its jobs run, then run again: the re-run checks the known jobs before paying again;
+// G  another file with requests A and F paid for: those rows are recorded from the earlier jobs at no cost;
 // C  --download --verify strict: a video that differs from its request fails its row; spare status checks
 //    (by then the worker has learned the job latency).
 import { rm, mkdir, mkdtemp, writeFile } from 'node:fs/promises';
@@ -115,6 +116,10 @@ await worker.runUntil(async () => {
   sim.setOptions({ jobSeconds: 0.6, jobJitterSeconds: 0.2 });
   const again = await run('f', fPrompts, { concurrency: 3 });
   console.log('F again', await result(again));
+
+  // G: another file with requests A and F paid for, and one new: reused rows are recorded at no cost.
+  const g = await run('g', ['a quiet harbour', 'a night train', 'a new pier at dawn'], { concurrency: 3 });
+  console.log('G', await result(g));
 
   // Warm-up (not recorded): first checks of jobs of 0.5-3.5 s at three ages teach the worker a job latency
   // whose finished share grows with age, so a job's due check comes well after the age from which spare

@@ -42,10 +42,9 @@ export interface BatchOptions {
   /**
    * Download each finished video, verified, as soon as its job completes: into `downloadDir` when set, else
    * into the batch's output folder beside its manifest (`outDir`, or the worker's `<out root>/<batchId>`).
-   * false (`--no-download`): only the provider's URL is recorded. Absent (a batch started before this
-   * option): downloads only with `downloadDir`.
+   * false (`--no-download`): only the provider's URL is recorded.
    */
-  download?: boolean;
+  download: boolean;
   /** Download each finished video into this folder (as the worker sees it), verified, as soon as it completes. */
   downloadDir?: string;
   /** The largest video downloaded, in bytes; a larger one fails its download, not retried. Absent: the default. */

@@ -29,7 +29,7 @@ export function promptSpendOptions(
     weight: options.weight,
     unreachablePauseMs: options.unreachablePauseMs,
     verify: options.verify,
-    ...(options.download !== undefined ? { download: options.download } : {}),
+    download: options.download,
     ...(options.maxVideoBytes !== undefined ? { maxVideoBytes: options.maxVideoBytes } : {}),
   };
 }
@@ -129,11 +129,8 @@ export interface PromptInput {
   jobDeadlineMs: number;
   activityTimeoutMs: number;
   downloadDir?: string;
-  /**
-   * Download the finished video (into `downloadDir`, else the batch's output folder); false: record its URL
-   * only. Absent (a batch started before the option): download only with `downloadDir`.
-   */
-  download?: boolean;
+  /** Download the finished video (into `downloadDir`, else the batch's output folder); false: record its URL only. */
+  download: boolean;
   /** The largest video downloaded, in bytes (absent: the worker's default, DEFAULT_MAX_VIDEO_BYTES). */
   maxVideoBytes?: number;
   /** A job an earlier run of this row created: checked at the gateway before paying for another. */

@@ -308,13 +308,12 @@ export class PromptState {
 
   /**
    * Whether the finished job's video is to be fetched now: unless --no-download (the client resolves
-   * `download`; a batch started before that option downloads only with a `downloadDir`).
+   * `download`).
    */
   wantsDownload(
     outcome: Pick<PollOutcome, 'status' | 'url'>,
   ): outcome is { status: 'succeeded'; url: string } {
-    const { download, downloadDir } = this.input;
-    return outcome.status === 'succeeded' && !!outcome.url && (download ?? !!downloadDir);
+    return outcome.status === 'succeeded' && !!outcome.url && this.input.download;
   }
 
   /** The download activity's input for `url`: into `downloadDir`, else the batch's output folder. */

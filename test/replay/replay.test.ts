@@ -25,6 +25,7 @@ interface JsonEvent {
     signalName: string;
     input?: { payloads?: { data?: string }[] };
   };
+  activityTaskCompletedEventAttributes?: { result?: { payloads?: { data?: string }[] } };
 }
 
 const scheduled = (events: JsonEvent[], name: string) =>
@@ -42,6 +43,14 @@ const reported = (events: JsonEvent[], outcome: string) =>
     );
   });
 const has = (events: JsonEvent[], type: string) => events.some((e) => e.eventType === type);
+/** Every row the batch's readRows activities returned (with what is known of each). */
+const pageRows = (events: JsonEvent[]) =>
+  events.flatMap((e) => {
+    const data = e.activityTaskCompletedEventAttributes?.result?.payloads?.[0]?.data;
+    if (!data) return [];
+    const value = JSON.parse(Buffer.from(data, 'base64').toString()) as unknown;
+    return Array.isArray(value) ? (value as { prior?: { reused?: object } }[]) : [];
+  });
 
 describe('replay of recorded histories', () => {
   it('replays every recorded batch, prompt and learner history without non-determinism', async () => {
@@ -77,6 +86,7 @@ describe('replay of recorded histories', () => {
       cancel: batches.some((b) => has(b, 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED')),
       continueAsNew: batches.some((b) => has(b, 'EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW')),
       learner: histories.some((h) => h.file.includes('/rateBudgetWorkflow')),
+      reuse: batches.some((b) => pageRows(b).some((row) => row.prior?.reused)),
     };
     expect(covered).toEqual(Object.fromEntries(Object.keys(covered).map((k) => [k, true])));
 

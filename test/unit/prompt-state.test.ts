@@ -259,7 +259,7 @@ describe('PromptState', () => {
     expect(prompt({ downloadDir: '/v' }).wantsDownload({ status: 'failed' })).toBe(false);
   });
 
-  it('downloads by default into the batch folder, not with --no-download, and as before for older batches', () => {
+  it('downloads by default into the batch folder, and not with --no-download', () => {
     const done = { status: 'succeeded', url: 'u' } as const;
     // The client's defaults: every video is kept, beside the manifest.
     const state = prompt({ outDir: '/out/b' });
@@ -274,9 +274,7 @@ describe('PromptState', () => {
     });
     expect(prompt({ downloadDir: '/v/b' }).downloadInput('u')).toMatchObject({ dir: '/v/b' });
     expect(prompt({ download: false }).wantsDownload(done)).toBe(false);
-    // A batch started before `download` existed: only with a download folder.
-    expect(prompt({ download: undefined }).wantsDownload(done)).toBe(false);
-    expect(prompt({ download: undefined, downloadDir: '/v' }).wantsDownload(done)).toBe(true);
+    expect(prompt({ download: false, downloadDir: '/v' }).wantsDownload(done)).toBe(false);
   });
 
   it('asks the job again only for a URL that answered 403, 404 or 410; then fails url_expired, job kept', () => {
