@@ -34,7 +34,7 @@ function failed(i: number, prompt: string): PromptResult {
     input: { prompt, style: '=cmd' },
     parameters: { resolution: '720P', duration: 5, seed: -1 },
     status: 'failed',
-    errorCode: 'moderation_failed',
+    errorCode: 'generation_failed', // not a content refusal: those are left out of failed.csv
     errorMessage: `=the gateway said no to ${i}`,
     attempts: 1,
     polls: 1,
