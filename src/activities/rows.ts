@@ -51,31 +51,28 @@ export function cutBySize<T>(rows: T[], maxBytes: number): T[] {
   return rows;
 }
 
+/** `make(key)`, kept for the next call with the same key; at most `size` keys, the oldest dropped first. */
+function cached<T>(size: number, make: (key: string) => T): (key: string) => T {
+  const entries = new Map<string, T>();
+  return (key) => {
+    let value = entries.get(key);
+    if (value === undefined) {
+      if (entries.size >= size) entries.delete(entries.keys().next().value!);
+      entries.set(key, (value = make(key)));
+    }
+    return value;
+  };
+}
+
 /** `roots`: where CSVs may be read and output folders consulted (activities/paths.ts); undefined: anywhere. */
 export function createRowActivities(outRoot = 'out', roots?: PathRoots) {
   // The parsed CSV of the current batch; pages are cut from it instead of re-parsing per page. A file whose
   // size or mtime moved is read and checked again, so an edit is noticed on the next page.
   let csvCache: { key: string; rows: PromptRow[] } | undefined;
-  // Output folders read so far (a few batches at a time per worker), each read incrementally.
-  const folders = new Map<string, FolderPrior>();
-  const folder = (dir: string) => {
-    let f = folders.get(dir);
-    if (!f) {
-      if (folders.size >= 16) folders.delete(folders.keys().next().value!);
-      folders.set(dir, (f = new FolderPrior(dir)));
-    }
-    return f;
-  };
-
-  const indexes = new Map<string, RequestIndex>();
-  const indexOf = (root: string) => {
-    let index = indexes.get(root);
-    if (!index) {
-      if (indexes.size >= 4) indexes.delete(indexes.keys().next().value!);
-      indexes.set(root, (index = new RequestIndex(root)));
-    }
-    return index;
-  };
+  // Output folders read so far (a few batches at a time per worker), and the output roots' request indexes,
+  // each read incrementally.
+  const folder = cached(16, (dir) => new FolderPrior(dir));
+  const indexOf = cached(4, (root) => new RequestIndex(root));
 
   /** The earlier batch's video, hard-linked (else copied) into this batch's folder; undefined when it has none. */
   async function linkVideo(

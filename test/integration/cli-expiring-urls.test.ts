@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readManifest } from '../../src/results/manifest';
-import { vidbatch, type CliRun } from './cli-helpers';
+import { vidbatch, manifestPathOf } from './cli-helpers';
 import { cliSettings, testEnv, type TestEnv } from './helpers';
 
 let env: TestEnv | undefined;
@@ -25,11 +25,7 @@ afterEach(async () => {
 
 const FAST = ['--first-poll', '0.5', '--poll-interval', '0.3', '--poll-cap', '1', '--no-adaptive-poll'];
 
-function manifestOf(r: CliRun): string {
-  const path = /Manifest: (\S+manifest\.jsonl)/.exec(r.stdout)?.[1];
-  if (!path) throw new Error(`no manifest in output:\n${r.stdout}\n${r.stderr}`);
-  return path;
-}
+const manifestOf = manifestPathOf;
 
 /** `n` rows, each prompt tagged so this test's batch id is its own. */
 async function csv(path: string, n: number): Promise<void> {

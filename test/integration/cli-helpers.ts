@@ -121,3 +121,10 @@ export async function serverAndWorkers(
     await worker.waitFor(/vidbatch worker polling task queue/);
   }
 }
+
+/** The manifest path a finished `run` printed ("Manifest: <path>"). */
+export function manifestPathOf(r: CliRun): string {
+  const path = /Manifest: (\S+manifest\.jsonl)/.exec(r.stdout)?.[1];
+  if (!path) throw new Error(`no manifest in output:\n${r.stdout}\n${r.stderr}`);
+  return path;
+}

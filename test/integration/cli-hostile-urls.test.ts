@@ -10,7 +10,7 @@ import { Runtime, type LogLevel, type LogMetadata } from '@temporalio/worker';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readJsonl } from '../../src/results/jsonl';
 import { readManifest } from '../../src/results/manifest';
-import { vidbatch, type CliRun } from './cli-helpers';
+import { vidbatch, type CliRun, manifestPathOf } from './cli-helpers';
 import { testEnv, type TestEnv, cliSettings } from './helpers';
 
 let env: TestEnv | undefined;
@@ -39,11 +39,7 @@ function captureWorkerLogs(): string[] {
 
 const FAST = ['--first-poll', '0.3', '--poll-interval', '0.2', '--poll-cap', '1', '--no-adaptive-poll'];
 
-function manifestOf(r: CliRun): string {
-  const path = /Manifest: (\S+manifest\.jsonl)/.exec(r.stdout)?.[1];
-  if (!path) throw new Error(`no manifest in output:\n${r.stdout}\n${r.stderr}`);
-  return path;
-}
+const manifestOf = manifestPathOf;
 
 /** `n` rows, each prompt tagged so this test's batch id is its own. */
 async function csv(path: string, n: number): Promise<void> {

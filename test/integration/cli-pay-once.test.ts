@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { vbenchPrompts } from '../../bench/vbench';
 import type { PromptResult } from '../../src/contract/prompt';
 import { readManifest } from '../../src/results/manifest';
-import { background, vidbatch, type CliRun } from './cli-helpers';
+import { background, manifestPathOf, vidbatch, type CliRun } from './cli-helpers';
 import { cliSettings, testEnv, type TestEnv } from './helpers';
 
 let env: TestEnv | undefined;
@@ -28,10 +28,14 @@ async function writeCsv(e: TestEnv, name: string, rows: [id: string, prompt: str
   await writeFile(join(e.dir, name), stringify([['id', 'prompt'], ...rows]));
 }
 
-async function manifestOf(r: CliRun): Promise<PromptResult[]> {
-  const path = /Manifest: (\S+manifest\.jsonl)/.exec(r.stdout)?.[1];
-  if (!path) throw new Error(`no manifest in output:\n${output(r)}`);
-  return readManifest(path);
+const manifestOf = (r: CliRun): Promise<PromptResult[]> => readManifest(manifestPathOf(r));
+
+/** Waits until the simulator made `n` jobs (a minute at most). */
+async function jobsMade(e: TestEnv, n: number, output: () => string): Promise<void> {
+  for (let i = 0; e.sim.stats().jobsCreated < n; i++) {
+    if (i > 600) throw new Error(`${n} jobs never made:\n${output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 const reuseOf = (r: CliRun) => (JSON.parse(r.stdout) as { reuse: unknown }).reuse;
@@ -111,10 +115,7 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
       env: cliSettings(env),
     });
     const batchA = (await started.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
-    for (let i = 0; env.sim.stats().jobsCreated < 4; i++) {
-      if (i > 600) throw new Error(`4 jobs never made:\n${started.output()}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await jobsMade(env, 4, started.output);
     expect((await cli(env, ['cancel', batchA])).code).toBe(0);
     await started.done;
     await writeCsv(
@@ -146,10 +147,7 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
       env: cliSettings(env),
     });
     const old = (await started.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
-    for (let i = 0; env.sim.stats().jobsCreated < 4; i++) {
-      if (i > 600) throw new Error(`4 jobs never made:\n${started.output()}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await jobsMade(env, 4, started.output);
     rows[1] = ['e2', `${rows[1]![1]}, in the rain`];
     await writeCsv(env, 'edit.csv', rows);
     const edited = await run(env, 'edit.csv');
