@@ -219,6 +219,10 @@ running_pid() { # <pid file> <program>: the pid it names while that program runs
 
 server_pid() { running_pid "$STATE/temporal.pid" temporal-server; }
 
+# While a program starts: whether the process just started is alive. Until its subshell has run `exec`, its
+# cmdline is still the shell's, so running_pid would take a starting program for one that exited.
+started_alive() { kill -0 "$(cat "$1" 2>/dev/null || echo 0)" 2>/dev/null; }
+
 healthy() { "$CLI" operator cluster health --address "$ADDRESS" >/dev/null 2>&1; }
 
 server_start() {
@@ -251,7 +255,7 @@ server_stop() {
 wait_healthy() {
   local t0=$SECONDS
   until healthy; do
-    [ -n "$(server_pid)" ] || die "the Temporal server exited: $(tail -20 "$STATE/temporal.log")"
+    started_alive "$STATE/temporal.pid" || die "the Temporal server exited: $(tail -20 "$STATE/temporal.log")"
     [ $((SECONDS - t0)) -lt "${1:-180}" ] || die "Temporal at $ADDRESS not healthy after ${1:-180} s"
     sleep 1
   done
@@ -293,7 +297,7 @@ ui_start() { # what compose's temporal-ui service is given: the frontend's addre
   echo $! >"$STATE/ui.pid"
   local t0=$SECONDS
   until curl -fsS -o /dev/null "http://127.0.0.1:$UI_PORT/"; do
-    [ -n "$(ui_pid)" ] || die "the Web UI exited: $(tail -5 "$STATE/ui.log")"
+    started_alive "$STATE/ui.pid" || die "the Web UI exited: $(tail -5 "$STATE/ui.log")"
     [ $((SECONDS - t0)) -lt 30 ] || die "the Web UI did not answer on port $UI_PORT within 30 s"
     sleep 0.5
   done
