@@ -15,7 +15,8 @@ import { Client, Connection } from '@temporalio/client';
 import { Command, Option } from 'commander';
 import type { PromptResult } from '../src/contract/prompt';
 import { startSimulator } from '../src/simulator/server';
-import { startBatch } from '../src/client/batches';
+import { getProgress, startBatch } from '../src/client/batches';
+import { resumeUpdate } from '../src/contract/messages';
 import type { Session } from '../src/client/session';
 import { freePort, startDevServer, type DevServer } from '../src/dev-server/dev-server';
 import { writeVbenchCsv } from './vbench';
@@ -108,6 +109,19 @@ const bursts = setInterval(() => {
   events.push(`${((Date.now() - started) / 1000).toFixed(1)}s 429 burst (gateway limited to 3 rps for 4 s)`);
   setTimeout(() => (sim.state.options.rateLimit = 0), 4000);
 }, 15_000);
+// The operator on call: the unknown-outcome breaker pauses the batch after a run of unknown submits (the
+// faults make those), and a person would look at the gateway and resume it. Chaos does so, and says when.
+const operator = (async () => {
+  while (!done) {
+    await sleep(2000);
+    const progress = await getProgress(handle).catch(() => undefined);
+    if (done || progress?.pauseKind !== 'breaker') continue;
+    events.push(
+      `${((Date.now() - started) / 1000).toFixed(1)}s breaker paused the batch; resumed as an operator would`,
+    );
+    await handle.executeUpdate(resumeUpdate).catch(() => undefined);
+  }
+})();
 const random = (a: number, b: number) => a + Math.random() * (b - a);
 for (let kill = 1; kill <= o.kills && !done; kill++) {
   await sleep(random(4000, 12000));
@@ -125,6 +139,7 @@ for (let kill = 1; kill <= o.kills && !done; kill++) {
   startWorker();
 }
 const final = await result;
+await operator;
 clearInterval(bursts);
 const makespan = (Date.now() - started) / 1000;
 

@@ -40,7 +40,7 @@ describe('benchmark and chaos harnesses (smoke)', () => {
 
   it('chaos passes its checks after a worker kill and a server restart', async () => {
     // On a failure, what chaos printed (its checks, faults and events) is the assertion's message.
-    const { stdout, failed } = await run(TSX, ['bench/chaos.ts', '--prompts', '60', '--kills', '2'], {
+    const { stdout, failed } = await run(TSX, ['bench/chaos.ts', '--prompts', '40', '--kills', '2'], {
       cwd: ROOT,
       timeout: 150_000,
     }).then(
