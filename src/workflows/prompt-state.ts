@@ -1,3 +1,4 @@
+// Over 400 lines: one prompt's decisions share its counters and job; split, each half would need the other.
 // The decisions of one prompt, as a pure class (no Temporal calls, time passed in): what a submit, check or
 // poll outcome means next, the counters a row's result carries (unknown outcomes, 429s, time paused), and the
 // result itself. prompt.ts makes the Temporal calls and waits, and asks this class what to do. Spend safety:

@@ -90,11 +90,7 @@ class PromptRun {
   async checkKnownJob(): Promise<PromptResult | undefined> {
     const { state } = this;
     const jobId = state.jobId!;
-    const { checkJob } = proxyActivities<Activities>({
-      ...this.gateway,
-      startToCloseTimeout: this.input.activityTimeoutMs,
-      retry: RETRY_POLICIES.checkJob,
-    });
+    const { checkJob } = this.checkActivity();
     for (;;) {
       let step: KnownJobStep;
       try {
@@ -310,15 +306,20 @@ class PromptRun {
     }
   }
 
-  /** The job's status checked once more after its URL expired: its (maybe fresh) URL, or why there is none. */
-  private async checkAgain(): Promise<{ url: string } | { why: string }> {
-    const { state } = this;
-    const jobId = state.jobId!;
-    const { checkJob } = proxyActivities<Activities>({
+  /** The one-GET status check of a known job, on the gateway queue. */
+  private checkActivity() {
+    return proxyActivities<Activities>({
       ...this.gateway,
       startToCloseTimeout: this.input.activityTimeoutMs,
       retry: RETRY_POLICIES.checkJob,
     });
+  }
+
+  /** The job's status checked once more after its URL expired: its (maybe fresh) URL, or why there is none. */
+  private async checkAgain(): Promise<{ url: string } | { why: string }> {
+    const { state } = this;
+    const jobId = state.jobId!;
+    const { checkJob } = this.checkActivity();
     try {
       const check = await checkJob.executeWithOptions({ summary: `check job ${jobId} for a fresh URL` }, [
         { jobId, unblockedAt: state.unblockedAt },
