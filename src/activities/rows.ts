@@ -134,7 +134,7 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots) {
       const original = input.priorOutDir
         ? await folder(await allowedPath(input.priorOutDir, 'out', roots)).refresh()
         : undefined;
-      const index = input.reuse ? await indexOf(dirname(ownDir)).refresh() : undefined;
+      const index = input.reuse ? await indexOf(dirname(ownDir)).refresh(input.batchId) : undefined;
       const page: PageRow[] = [];
       for (const row of rows) {
         let prior = mergePrior(own.get(row.id), original?.get(row.id, false));

@@ -31,7 +31,7 @@ export async function reusePlan(
   reuse: boolean,
 ): Promise<{ plan: ReusePlan; newRows: PromptRow[] }> {
   const own = await new FolderPrior(join(outRoot, batchId)).refresh();
-  const index = reuse ? await new RequestIndex(outRoot).refresh() : undefined;
+  const index = reuse ? await new RequestIndex(outRoot).refresh(batchId) : undefined;
   const counts: ReusePlan = { doneEarlier: 0, reused: 0, followed: 0, settled: 0, newJobs: 0 };
   const newRows: PromptRow[] = [];
   for (const row of rows) {

@@ -58,10 +58,13 @@ export class RequestIndex {
 
   constructor(readonly root: string) {}
 
-  /** Reads what the root's batch folders gained since the last refresh (new folders included). */
-  async refresh(): Promise<this> {
+  /**
+   * Reads what the root's batch folders gained since the last refresh (new folders included). `except`, the
+   * asking batch's own folder, is never read: its rows are its own prior, folded elsewhere.
+   */
+  async refresh(except?: string): Promise<this> {
     const names = await readdir(this.root).catch(() => [] as string[]);
-    for (const name of names.filter((n) => BATCH_FOLDER.test(n))) {
+    for (const name of names.filter((n) => BATCH_FOLDER.test(n) && n !== except)) {
       let folder = this.folders.get(name);
       if (!folder) {
         folder = { prior: new FolderPrior(join(this.root, name)), rowsByRequest: new Map() };
