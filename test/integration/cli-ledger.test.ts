@@ -88,7 +88,9 @@ describe('spend ledger (spawned vidbatch)', () => {
     });
     await env.startWorker();
     const csv = await uniqueCsv(env, 30);
-    const p = background(['run', csv, '--concurrency', '2', '--job-deadline', '4', ...FAST], {
+    // The deadline is long enough that a slow row is still in flight after a few spawned `status` calls on a
+    // loaded machine (with 4 s, every in-flight row could end deadline_exceeded before the cancel reached it).
+    const p = background(['run', csv, '--concurrency', '2', '--job-deadline', '20', ...FAST], {
       cwd: env.dir,
       env: cliSettings(env),
     });
@@ -103,9 +105,9 @@ describe('spend ledger (spawned vidbatch)', () => {
       progressed((p) => p.unknownSubmitRows >= 1 && p.succeeded >= 2),
     );
     env.sim.setFaults({ error504After: 0 });
-    // Jobs of 8 s outlast --job-deadline 4: the rows that submit now end deadline_exceeded (their jobs still
+    // Jobs of 25 s outlast --job-deadline 20: the rows that submit now end deadline_exceeded (their jobs still
     // finish, and are paid).
-    env.sim.setOptions({ jobSeconds: 8, jobJitterSeconds: 0 });
+    env.sim.setOptions({ jobSeconds: 25, jobJitterSeconds: 0 });
     await until(
       'a deadline-exceeded row',
       progressed((p) => p.failed >= 1),
@@ -158,7 +160,7 @@ describe('spend ledger (spawned vidbatch)', () => {
     expect(fromStatus.made).toBe(stats.jobsCreated - stats.ambiguousSubmitsTotal);
     expect(fromStatus.made + fromStatus.unknown).toBe(stats.jobsCreated);
 
-    // Running the CSV again continues the batch: known jobs are checked (the 8 s ones have completed and are
+    // Running the CSV again continues the batch: known jobs are checked (the 25 s ones have completed and are
     // kept, the slow ones run out their deadline again), the other rows get new jobs. The ledger still matches.
     env.sim.setOptions({ jobSeconds: 1, jobJitterSeconds: 0.3 });
     const again = await command(env, ['run', csv, '--concurrency', '6', ...FAST]);
