@@ -57,6 +57,13 @@ const GROUPS: [heading: string, commands: Register[]][] = [
 ];
 
 /** The whole program, ready to parse. */
+let runtime: typeof import('../worker/runtime') | undefined;
+
+/** After a command: ends the Temporal Runtime it installed, if any (see shutdownRuntime). */
+export async function releaseRuntime(): Promise<void> {
+  await runtime?.shutdownRuntime();
+}
+
 export function buildProgram(): Command {
   const program = new Command('vidbatch')
     .description('Bulk video generation from CSV files, run durably on Temporal.')
@@ -74,7 +81,8 @@ export function buildProgram(): Command {
 
   // Before any command runs: logs (WARN by default: the SDK logs every worker state change at INFO) and metrics.
   program.hook('preAction', async (_program, command) => {
-    const { installRuntime, runtimeSettingsFromEnv } = await import('../worker/runtime');
+    runtime = await import('../worker/runtime');
+    const { installRuntime, runtimeSettingsFromEnv } = runtime;
     const settings = runtimeSettingsFromEnv();
     const { metrics } = command.opts<{ metrics?: string }>();
     installRuntime({ ...settings, name: command.name(), ...(metrics ? { metricsAddress: metrics } : {}) });

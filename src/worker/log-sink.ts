@@ -26,7 +26,22 @@ const ACTIVITY_WORDS: Record<string, string> = {
 const FILE_ONLY = [/^No workflows registered/];
 
 /** Meta fields that never reach the terminal: opaque to users (the file keeps them). */
-const HIDDEN = new Set(['taskToken', 'namespace', 'isLocal', 'workflowRunId', 'activityId', 'sdkComponent']);
+const HIDDEN = new Set([
+  'taskToken',
+  'namespace',
+  'isLocal',
+  'workflowRunId',
+  'activityId',
+  'sdkComponent',
+  'target',
+  'spanContexts',
+]);
+
+/**
+ * The Rust core repeats a line while a condition lasts (a server it cannot reach: one line per connection
+ * attempt): the terminal shows each distinct core message once per this many ms; the file keeps every one.
+ */
+export const CORE_REPEAT_MS = 60_000;
 
 function timeOf(entry: LogEntry): Date {
   return new Date(Number(entry.timestampNanos / 1_000_000n));
@@ -105,6 +120,15 @@ export function createLogSink(options: LogSinkOptions): { log: (entry: LogEntry)
   let fileBroken = false;
   let fileMade = false;
   let pointed = false;
+  const coreShown = new Map<string, number>();
+  const repeatedCore = (entry: LogEntry): boolean => {
+    if (entry.meta?.sdkComponent !== 'core') return false;
+    const at = Number(entry.timestampNanos / 1_000_000n);
+    const last = coreShown.get(entry.message);
+    if (last !== undefined && at - last < CORE_REPEAT_MS) return true;
+    coreShown.set(entry.message, at);
+    return false;
+  };
   const atLeast = (level: LogLevel, floor: LogLevel) => SEVERITY.indexOf(level) >= SEVERITY.indexOf(floor);
   const log = (entry: LogEntry): void => {
     if (!fileBroken && atLeast(entry.level, options.fileLevel)) {
@@ -118,7 +142,7 @@ export function createLogSink(options: LogSinkOptions): { log: (entry: LogEntry)
         write(`vidbatch: cannot write the log file ${path} (${String(err)}); logging to the terminal only\n`);
       }
     }
-    if (!atLeast(entry.level, options.terminalLevel)) return;
+    if (!atLeast(entry.level, options.terminalLevel) || repeatedCore(entry)) return;
     const line = fileBroken ? fileLine(entry).trimEnd() : terminalLine(entry);
     if (line === undefined) return;
     write(`${line}\n`);

@@ -52,14 +52,25 @@ function logger(settings: RuntimeSettings): DefaultLogger {
 
 export function installRuntime(settings: RuntimeSettings): void {
   installed = settings;
+  const level = settings.logLevel ?? 'WARN';
   Runtime.install({
     logger: logger(settings),
-    ...(settings.metricsAddress
-      ? {
-          telemetryOptions: {
-            metrics: { prometheus: { bindAddress: settings.metricsAddress, countersTotalSuffix: true } },
-          },
-        }
-      : {}),
+    telemetryOptions: {
+      // The Rust core's own lines (e.g. a connection the server dropped) go through the same logger, so they
+      // reach the log file and the terminal's one-line format instead of raw tracing output on stderr.
+      logging: { filter: { core: level, other: 'ERROR' }, forward: {} },
+      ...(settings.metricsAddress
+        ? { metrics: { prometheus: { bindAddress: settings.metricsAddress, countersTotalSuffix: true } } }
+        : {}),
+    },
   });
+}
+
+/**
+ * Ends the Runtime once the command is done. With the core's logs forwarded, the Runtime holds a callback into
+ * JavaScript that keeps the process alive, and it ends by itself only when its last worker or native
+ * connection closes: a command that opened none (`validate`, `status`) would never exit.
+ */
+export async function shutdownRuntime(): Promise<void> {
+  await Runtime._instance?.shutdown();
 }

@@ -89,4 +89,31 @@ describe('createLogSink', () => {
     expect(shown[0]).toMatch(/cannot write the log file .*logging to the terminal only/);
     expect(shown.join('')).toContain('boom');
   });
+
+  it('shows a repeated Rust-core line once a minute on the terminal, and every one in the file', async () => {
+    const cwd = await mkdtemp(join(tmpdir(), 'vidbatch-logs-'));
+    const shown: string[] = [];
+    const sink = createLogSink({
+      terminalLevel: 'WARN',
+      fileLevel: 'INFO',
+      name: 'run',
+      cwd,
+      write: (l) => shown.push(l),
+    });
+    const core = (seconds: number, message = 'tcp connect error') => ({
+      level: 'WARN' as const,
+      message,
+      meta: { sdkComponent: 'core', target: 'temporal_client::retry', spanContexts: [] },
+      timestampNanos: at + BigInt(seconds) * 1_000_000_000n,
+    });
+    for (const s of [0, 1, 2, 30]) sink.log(core(s));
+    sink.log(core(3, 'another core warning'));
+    sink.log(core(61));
+    const lines = shown.filter((l) => !l.includes('full details'));
+    expect(lines).toHaveLength(3);
+    expect(lines[0]).toMatch(/^\d\d:\d\d:\d\d tcp connect error\n$/);
+    expect(lines.join('')).not.toContain('spanContexts');
+    const file = await readFile(sink.path, 'utf8');
+    expect(file.match(/WARN tcp connect error/g)).toHaveLength(5);
+  });
 });
