@@ -7,6 +7,7 @@ import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { BatchInput } from '../contract/batch';
 import { DEFAULT_SUBMIT_TIMEOUT_MS } from '../contract/batch-options';
+import { readJournal } from '../results/jobs-journal';
 
 /** The input the batch's latest run was started with (a continue-as-new run carries the same options). */
 export async function previousInput(client: Client, batchId: string): Promise<BatchInput | undefined> {
@@ -21,8 +22,10 @@ export async function previousInput(client: Client, batchId: string): Promise<Ba
 
 /**
  * When the batch was terminated less than one submit timeout ago while prompts were submitting, waits until
- * that timeout has passed since the termination, so every submit that was on the wire has journalled its
- * job id before the re-run reads the journal. Returns the ms waited.
+ * every one of those rows has journalled an outcome since its prompt started (read in `journalDir`, when this
+ * process can see the batch's folder), or else until that timeout has passed since the termination: then every
+ * submit that was on the wire has journalled its job id before the re-run reads the journal. Returns the ms
+ * waited.
  */
 export async function waitForTerminatedSubmits(
   client: Client,
@@ -30,19 +33,39 @@ export async function waitForTerminatedSubmits(
   previous: WorkflowExecutionDescription,
   submitTimeoutMs = DEFAULT_SUBMIT_TIMEOUT_MS,
   log: (message: string) => void = (m) => console.error(m),
+  journalDir?: string,
 ): Promise<number> {
   if (previous.status.name !== 'TERMINATED' || !previous.closeTime) return 0;
   const until = previous.closeTime.getTime() + submitTimeoutMs;
   if (until <= Date.now()) return 0;
-  const { count: submitting } = await client.workflow.count(
-    `BatchId = '${batchId}' AND WorkflowType = 'promptWorkflow' AND VidbatchState = 'submitting' AND ExecutionStatus = 'Terminated'`,
-  );
-  if (submitting === 0) return 0;
-  const waitMs = until - Date.now();
+  const submitting = new Map<string, number>(); // row id -> when its prompt started
+  for await (const prompt of client.workflow.list({
+    query: `BatchId = '${batchId}' AND WorkflowType = 'promptWorkflow' AND VidbatchState = 'submitting' AND ExecutionStatus = 'Terminated'`,
+  }))
+    submitting.set(
+      prompt.workflowId.slice(prompt.workflowId.lastIndexOf('/') + 1),
+      prompt.startTime.getTime(),
+    );
+  const started = Date.now();
+  const unjournalled = async () => {
+    if (!journalDir) return submitting.size;
+    const entries = await readJournal(journalDir).catch(() => undefined);
+    if (!entries) return submitting.size;
+    // An entry written by this prompt's submit (a worker clock behind the server's only makes the wait longer).
+    const done = new Set(
+      entries.filter((e) => Date.parse(e.at) >= (submitting.get(e.rowId) ?? Infinity)).map((e) => e.rowId),
+    );
+    return [...submitting.keys()].filter((row) => !done.has(row)).length;
+  };
+  let left = await unjournalled();
+  if (left === 0) return 0;
   log(
-    `${batchId} was terminated ${Math.round((Date.now() - previous.closeTime.getTime()) / 1000)} s ago with ${submitting} row(s) submitting: ` +
-      `waiting ${Math.ceil(waitMs / 1000)} s (the submit timeout) so a submit still on the wire records its job id before this run reads the jobs journal`,
+    `${batchId} was terminated ${Math.round((Date.now() - previous.closeTime.getTime()) / 1000)} s ago with ${left} row(s) submitting: ` +
+      `waiting up to ${Math.ceil((until - Date.now()) / 1000)} s (the submit timeout) so a submit still on the wire records its job id before this run reads the jobs journal`,
   );
-  await sleep(waitMs);
-  return waitMs;
+  while (left > 0 && Date.now() < until) {
+    await sleep(Math.min(1000, until - Date.now()));
+    left = await unjournalled();
+  }
+  return Date.now() - started;
 }
