@@ -106,6 +106,24 @@ export class PathNotAllowedError extends VidbatchError {
  * Thrown by `run` and `status` when the batch is still open on another task queue than this version's: an
  * earlier major version (0.x) started it, and only that version's workers can run it.
  */
+/**
+ * The batch runs on another gateway's task queue (another key, output root or --simulate; see
+ * client/task-queue.ts) and no worker polls it: following it here would wait forever.
+ */
+export class UnservedBatchError extends VidbatchError {
+  override name = 'UnservedBatchError';
+  override readonly exitCode = EXIT.invalidInput;
+  constructor(batchId: string, taskQueue: string) {
+    super(
+      `${batchId} is running for another gateway, key or output root (task queue "${taskQueue}"), and no worker ` +
+        'polls it: the process that started it has ended. Run the file again with the settings it was started ' +
+        '(the same GATEWAY_BASE_URL, key and VIDBATCH_OUT_ROOT, or --simulate), or cancel it ' +
+        `(\`vidbatch cancel ${batchId}\`) and run it again with these: finished rows are kept and known jobs are ` +
+        'checked, so nothing is paid twice.',
+    );
+  }
+}
+
 export class OtherVersionBatchError extends VidbatchError {
   override name = 'OtherVersionBatchError';
   override readonly exitCode = EXIT.invalidInput;

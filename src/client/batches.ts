@@ -10,18 +10,21 @@ import {
   type WorkflowExecutionDescription,
   type WorkflowHandle,
 } from '@temporalio/client';
+import proto from '@temporalio/proto';
 import { progressQuery } from '../contract/messages';
 import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
 import type { BatchInput, BatchResult } from '../contract/batch';
 import { DEFAULT_BATCH_OPTIONS, type BatchOptions } from '../contract/batch-options';
 import type { BatchProgress } from '../contract/progress';
-import { OtherVersionBatchError } from '../errors';
+import { loadWorkerSettings } from '../config';
+import { OtherVersionBatchError, UnservedBatchError } from '../errors';
 import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
 import { failedRowsCsv, retryCsvPath, type LeftOut } from '../results/export';
 import { findManifest } from './batch-status';
 import { previousInput, waitForTerminatedSubmits } from './rerun';
 import { batchWorkflow } from '../workflows';
 import type { Session } from './session';
+import { queueBase } from './task-queue';
 
 export function batchIdFor(csv: ParsedCsv): string {
   return `batch-${csv.sha256.slice(0, 16)}`;
@@ -41,7 +44,7 @@ export async function resolveBatchId(ref: string): Promise<string> {
  * a 0.x batch, which this version's workers never pick up and must not attach to or start again.
  */
 export function checkSameVersion(description: WorkflowExecutionDescription, taskQueue: string): void {
-  if (description.status.name === 'RUNNING' && description.taskQueue !== taskQueue)
+  if (description.status.name === 'RUNNING' && queueBase(description.taskQueue) !== queueBase(taskQueue))
     throw new OtherVersionBatchError(description.workflowId, description.taskQueue, taskQueue);
 }
 
@@ -57,7 +60,7 @@ export async function cancelBatch(
 ): Promise<'cancelled' | 'terminated'> {
   const handle = batchHandle(client, batchId);
   const description = await handle.describe();
-  if (description.status.name === 'RUNNING' && description.taskQueue !== taskQueue) {
+  if (description.status.name === 'RUNNING' && queueBase(description.taskQueue) !== queueBase(taskQueue)) {
     await handle.terminate(
       `cancelled from vidbatch 1.x: no worker of this version runs task queue "${description.taskQueue}"`,
     );
@@ -65,6 +68,16 @@ export async function cancelBatch(
   }
   await handle.cancel();
   return 'cancelled';
+}
+
+/** Whether any worker has polled `taskQueue` lately (the server keeps pollers of the last few minutes). */
+async function polled(session: Session, taskQueue: string): Promise<boolean> {
+  const { pollers } = await session.client.workflowService.describeTaskQueue({
+    namespace: session.namespace,
+    taskQueue: { name: taskQueue },
+    taskQueueType: proto.temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+  });
+  return (pollers ?? []).length > 0;
 }
 
 export function batchHandle(client: Client, batchId: string): WorkflowHandle<typeof batchWorkflow> {
@@ -138,6 +151,8 @@ export interface StartedBatch {
   /** The batch was already running or completed: this attached to it. */
   attached: boolean;
   csv: ParsedCsv;
+  /** The task queue of the running batch this attached to, when it is not this process's: only followed here. */
+  runsOn?: string;
 }
 
 /** Validates the CSV (nothing is submitted from a file with errors), then starts its batch or attaches to it. */
@@ -157,6 +172,14 @@ export async function startBatch(
     .describe()
     .catch(() => undefined);
   if (previous) checkSameVersion(previous, session.taskQueue);
+  // Running for another gateway (another terminal, key or --simulate): its own workers run it; this process
+  // only follows it, and never runs its rows with this process's gateway.
+  if (previous?.status.name === 'RUNNING' && previous.taskQueue !== session.taskQueue) {
+    if (!(await polled(session, previous.taskQueue)))
+      throw new UnservedBatchError(batchId, previous.taskQueue);
+    const handle = session.client.workflow.getHandle<typeof batchWorkflow>(batchId);
+    return { handle, batchId, attached: true, csv, runsOn: previous.taskQueue };
+  }
   // Failed, cancelled or terminated batches may be started again (the new run continues from what the earlier
   // ones recorded: rows that succeeded are not submitted, known jobs are checked); running or completed ones
   // are attached to.
@@ -187,7 +210,15 @@ export async function startBatch(
       `${batchId} was ${previous!.status.name.toLowerCase()}: running it again with its own options` +
         (changed.length ? `, except ${changed.join(', ')} (given again)` : ''),
     );
-    await waitForTerminatedSubmits(session.client, batchId, previous!, before.options.submitTimeoutMs, log);
+    const journalDir = before.options.outDir ?? join(loadWorkerSettings().outRoot, batchId);
+    await waitForTerminatedSubmits(
+      session.client,
+      batchId,
+      previous!,
+      before.options.submitTimeoutMs,
+      log,
+      journalDir,
+    );
   }
   const input: BatchInput = {
     batchId,

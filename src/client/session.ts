@@ -4,7 +4,8 @@
 // database; a worker runs in this process when asked; `--simulate` adds the gateway simulator.
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import type { PathRoots } from '../activities/paths';
@@ -21,13 +22,16 @@ import {
   claimLocalServer,
   findLocalServer,
   forgetLocalServer,
+  localServerUsers,
   recordLocalServer,
+  useLocalServer,
   STATE_DIR,
   type LocalServerOwner,
 } from '../dev-server/local-server';
 import { ConfigError } from '../errors';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../simulator/server';
 import { createWorker } from '../worker';
+import { isolatedQueue } from './task-queue';
 
 /** The key the simulator started by `--simulate` registers (a local test key, not a secret). */
 const SIMULATOR_KEY = 'sk-vidbatch-local-simulator';
@@ -103,14 +107,22 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
     const client = new Client({ connection, namespace: temporal.namespace });
 
     let worker: Worker | undefined;
+    let taskQueue = temporal.taskQueue;
     if (wantWorker) {
       gateway ??= loadGatewaySettings(env);
       const { outRoot, roots, shutdownGraceMs } = loadWorkerSettings(env);
+      // This process's worker is the one its batches wait for: a queue of its own gateway (see task-queue.ts).
+      if (!temporal.address || simulator)
+        taskQueue = isolatedQueue(temporal.taskQueue, {
+          gateway: simulator ? `simulate:${resolve(SIMULATOR_STATE_FILE)}` : gateway.baseUrl,
+          apiKey: gateway.apiKey(),
+          outRoot,
+        });
       const workerConnection = await NativeConnection.connect(server.connectionOptions);
       worker = await createWorker({
         connection: workerConnection,
         namespace: temporal.namespace,
-        taskQueue: temporal.taskQueue,
+        taskQueue,
         gateway,
         outRoot,
         roots: {
@@ -137,7 +149,7 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
     }
     return {
       client,
-      taskQueue: temporal.taskQueue,
+      taskQueue,
       namespace: temporal.namespace,
       uiUrl: server.uiUrl,
       server: server.kind,
@@ -151,6 +163,8 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
   }
 }
 
+const SIMULATOR_STATE_FILE = join(STATE_DIR, 'simulator-state.json');
+
 /** `--simulate`: the gateway simulator with its state under .vidbatch/, so a second run finds its jobs. */
 async function startLocalSimulator(
   simulate: SimulatorOptions | true,
@@ -159,7 +173,7 @@ async function startLocalSimulator(
   await mkdir(STATE_DIR, { recursive: true });
   const simulator = await startSimulator({
     apiKeys: [SIMULATOR_KEY],
-    stateFile: join(STATE_DIR, 'simulator-state.json'),
+    stateFile: SIMULATOR_STATE_FILE,
     jobSeconds: SIMULATED_JOB_SECONDS,
     jobJitterSeconds: SIMULATED_JOB_SECONDS / 2,
     ...(typeof simulate === 'object' ? simulate : {}),
@@ -190,6 +204,8 @@ async function localServer(
         );
       if (mode !== 'operator')
         log(`Using the vidbatch dev server already running at ${local.address} (pid ${local.pid})`);
+      const unmark = await useLocalServer();
+      cleanups.push(unmark);
       return {
         connectionOptions: { address: local.address },
         uiUrl: local.uiUrl,
@@ -212,6 +228,7 @@ async function localServer(
     throw err;
   }
   cleanups.push(async () => {
+    await waitForServerUsers();
     // Stop first: the claim is released only once the database is closed.
     await server.stop();
     await forgetLocalServer();
@@ -224,4 +241,24 @@ async function localServer(
     dbFile,
   });
   return { connectionOptions: { address: server.address }, uiUrl: server.uiUrl, kind: 'embedded' };
+}
+
+/**
+ * The embedded server outlives this command while other vidbatch processes here use it (a second terminal's
+ * `run`): stopping it would cut their batches off. Bounded by those processes' own lives.
+ */
+async function waitForServerUsers(): Promise<void> {
+  let told = '';
+  for (let users = await localServerUsers(); users.length; users = await localServerUsers()) {
+    const now = users.join(', ');
+    if (now !== told) {
+      log(
+        `Keeping the embedded Temporal server up for the other vidbatch ${users.length === 1 ? 'process' : 'processes'} ` +
+          `using it (pid ${now}); this command ends when ${users.length === 1 ? 'it ends' : 'they end'}. ` +
+          '(`vidbatch server` in a terminal of its own avoids the wait.)',
+      );
+      told = now;
+    }
+    await sleep(500);
+  }
 }

@@ -2,7 +2,7 @@
 // exclusive create before the server starts, filled in with its address once it answers, removed on exit. One
 // process at a time opens the database; every other vidbatch command here talks to that process's server, or
 // waits while the owner is only starting or is a short-lived operator command.
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
@@ -10,6 +10,8 @@ import { Connection } from '@temporalio/client';
 /** vidbatch's working folder in the current directory (dev server database, simulator state). */
 export const STATE_DIR = '.vidbatch';
 export const LOCAL_SERVER_FILE = join(STATE_DIR, 'server.json');
+/** One empty file per process using another process's server here: the owner keeps it up while any lives. */
+const USERS_DIR = join(STATE_DIR, 'server-users');
 
 /**
  * `server`: `vidbatch server` (stays up, shared); `run`: a `vidbatch run` with its embedded server (shared
@@ -130,4 +132,25 @@ export async function forgetLocalServer(pid = process.pid): Promise<void> {
   const info = await readInfo();
   if (typeof info === 'object' && info.pid !== pid) return;
   await rm(LOCAL_SERVER_FILE, { force: true });
+}
+
+/** Marks this process as a user of the server another process owns here; returns the unmark. */
+export async function useLocalServer(): Promise<() => Promise<void>> {
+  await mkdir(USERS_DIR, { recursive: true });
+  const mark = join(USERS_DIR, String(process.pid));
+  await writeFile(mark, '');
+  return () => rm(mark, { force: true });
+}
+
+/** The live processes using this process's server (marks of dead ones are removed). */
+export async function localServerUsers(): Promise<number[]> {
+  const names = await readdir(USERS_DIR).catch(() => [] as string[]);
+  const live: number[] = [];
+  for (const name of names) {
+    const pid = Number(name);
+    if (pid === process.pid) continue;
+    if (Number.isInteger(pid) && alive(pid)) live.push(pid);
+    else await rm(join(USERS_DIR, name), { force: true });
+  }
+  return live;
 }

@@ -5,6 +5,7 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { writeVbenchCsv } from '../../bench/vbench';
@@ -51,7 +52,12 @@ describe.skipIf(!ADDRESS || !UI || !CHROMIUM)('the Temporal Web UI of the cluste
 
     // The learner's page is there and running (UI 2.42.1 does not render a workflow's current details on
     // the page; `vidbatch status` shows the limit and the shares, test/integration/cli-rate-budget.test.ts).
-    const learner = rateBudgetWorkflowId(gatewayQueue(taskQueue));
+    // `--simulate` runs on a queue of its own under VIDBATCH_TASK_QUEUE: the batch's description names it.
+    const connection = await Connection.connect({ address: ADDRESS! });
+    const described = await new Client({ connection }).workflow.getHandle(batch).describe();
+    await connection.close();
+    expect(described.taskQueue.startsWith(`${taskQueue}@`)).toBe(true);
+    const learner = rateBudgetWorkflowId(gatewayQueue(described.taskQueue));
     await page.goto(`${UI}/namespaces/default/workflows/${encodeURIComponent(learner)}`);
     await page.getByText(learner).first().waitFor({ timeout: 60_000 });
     await page

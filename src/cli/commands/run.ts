@@ -198,8 +198,12 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
       detach: !!o.detach,
       json: !!o.json,
       prices,
-      startedLine: ({ batchId, attached }) =>
-        `${attached ? 'Attached to' : 'Started'} batch ${batchId} (${parsed.rows.length} prompts)`,
+      startedLine: ({ batchId, attached, runsOn }) =>
+        `${attached ? 'Attached to' : 'Started'} batch ${batchId} (${parsed.rows.length} prompts)` +
+        (runsOn
+          ? `; it runs for the gateway it was started with (task queue "${runsOn}"), on that process's workers: ` +
+            "following it here, this process's gateway sends none of its rows"
+          : ''),
     });
   } finally {
     await session.close();
