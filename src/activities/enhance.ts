@@ -66,7 +66,9 @@ export function enhanceFailed(message: string, details: { requestId?: string; ch
 }
 
 const keyRefused = (err: unknown) =>
-  err instanceof KeyRefusedError || err instanceof AuthenticationError || err instanceof PermissionDeniedError;
+  err instanceof KeyRefusedError ||
+  err instanceof AuthenticationError ||
+  err instanceof PermissionDeniedError;
 
 export function createEnhanceActivities(gateway: GatewayClient, outRoot = 'out', roots?: PathRoots) {
   return {

@@ -47,7 +47,11 @@ export async function enhanceFrom(o: Record<string, unknown>): Promise<EnhanceOp
   const file = o.enhanceInstructions as string | undefined;
   if (!o.enhance) {
     if (model !== undefined || file !== undefined)
-      fail(new ConfigError(`${model !== undefined ? '--enhance-model' : '--enhance-instructions'} needs --enhance`));
+      fail(
+        new ConfigError(
+          `${model !== undefined ? '--enhance-model' : '--enhance-instructions'} needs --enhance`,
+        ),
+      );
     return undefined;
   }
   if (model !== undefined && !/^[\w.:/-]{1,200}$/.test(model))

@@ -67,7 +67,9 @@ export async function rewriteForReview(
     tokens: 0,
     failed: [],
   };
-  const out: (PromptRow | undefined)[] = csv.rows.map((r) => (r.originalPrompt !== undefined ? r : undefined));
+  const out: (PromptRow | undefined)[] = csv.rows.map((r) =>
+    r.originalPrompt !== undefined ? r : undefined,
+  );
   summary.asWritten = out.filter(Boolean).length;
 
   const rewriteOne = async (row: PromptRow): Promise<string | { message: string }> => {

@@ -49,9 +49,9 @@ export function readChatAnswer(json: unknown): ChatAnswer {
         (typeof message.refusal === 'string' ? ` (refusal: ${message.refusal.slice(0, MAX_SHOWN)})` : ''),
     };
   if (typeof content !== 'string')
-    return { problem: 'the chat answer\'s choices[0].message.content is not text' };
+    return { problem: "the chat answer's choices[0].message.content is not text" };
   const text = content.trim();
-  if (!text) return { problem: 'the chat answer\'s choices[0].message.content is empty' };
+  if (!text) return { problem: "the chat answer's choices[0].message.content is empty" };
   const usage = usageOf(json);
   return { content: text, ...(usage ? { usage } : {}) };
 }

@@ -32,7 +32,10 @@ const rowSchema = z.object({
     .refine((p) => p.trim().length > 0, 'prompt is empty')
     .refine((p) => p.length <= 20_000, 'must be at most 20000 characters'),
   // The prompt before its rewrite (`plan --enhance` writes it): the row is sent as `prompt` says, never rewritten.
-  original_prompt: z.string().refine((p) => p.length <= 20_000, 'must be at most 20000 characters').optional(),
+  original_prompt: z
+    .string()
+    .refine((p) => p.length <= 20_000, 'must be at most 20000 characters')
+    .optional(),
   model: z
     .string()
     .regex(/^[A-Za-z0-9._-]+$/, 'must be a model id such as modelfamily-1.0-r2v')

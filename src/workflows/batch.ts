@@ -305,7 +305,9 @@ function startPrompt(input: BatchInput, row: PromptRow, prior: PriorOutcome | un
     ],
     staticSummary: `Row ${row.id} (line ${row.line}) of ${batchId}`,
     staticDetails:
-      (row.originalPrompt !== undefined ? `**Original prompt:** ${row.originalPrompt.slice(0, 500)}\n\n` : '') +
+      (row.originalPrompt !== undefined
+        ? `**Original prompt:** ${row.originalPrompt.slice(0, 500)}\n\n`
+        : '') +
       `**Prompt:** ${row.prompt.slice(0, 500)}\n\n**Model:** ${row.model} · ${JSON.stringify(row.parameters)}`,
   });
 }

@@ -56,7 +56,7 @@ export async function rewritePrompt(
         continue;
       }
       if (isCancellation(err)) return finish(state, state.cancelled('rewriting its prompt'));
-      const details = error?.details as { requestId?: string; chatCalls?: number } | undefined;
+      const details = error?.details;
       if (details?.chatCalls) state.rewrite = { chatCalls: details.chatCalls };
       return finish(state, {
         status: 'failed',

@@ -31,7 +31,13 @@ export interface ActivityError {
   type?: string;
   message: string;
   /** The failure's first detail: `code`, `retryAfterMs`, `sinceMs`, `requestId`, as the activity set them. */
-  details?: { code?: string; retryAfterMs?: number; sinceMs?: number; requestId?: string };
+  details?: {
+    code?: string;
+    retryAfterMs?: number;
+    sinceMs?: number;
+    requestId?: string;
+    chatCalls?: number;
+  };
 }
 
 /** What to do after a submit that brought no job id. */

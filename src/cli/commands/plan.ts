@@ -1,4 +1,5 @@
 // `vidbatch plan`.
+import { resolve } from 'node:path';
 import { type Command, Option } from 'commander';
 import { addEnhanceFlags, enhanceFrom } from '../enhance-flags';
 import { addPriceFlags, pricesFrom } from '../price-flags';
@@ -38,8 +39,7 @@ export function registerPlanCommand(program: Command): void {
         await printPlan(csv, batchIdFor(csv), { outRoot: o.outRoot, fresh: !!o.fresh, prices });
         return;
       }
-      const [{ resolve }, { rewriteForReview, reviewLines }, { EXIT }] = await Promise.all([
-        import('node:path'),
+      const [{ rewriteForReview, reviewLines }, { EXIT }] = await Promise.all([
         import('../enhance-plan'),
         import('../../errors'),
       ]);
