@@ -193,7 +193,9 @@ class ReportingInterceptor implements ActivityInboundCallsInterceptor {
       return await next(input);
     } catch (err) {
       if (err instanceof ApplicationFailure && err.type === FailureType.RateLimited) {
-        const kind: CallKind = Context.current().info.activityType === 'submitJob' ? 'submit' : 'status';
+        // A chat call is a POST like a submit: the worker holds both on its 429 (gateway/client.ts).
+        const type = Context.current().info.activityType;
+        const kind: CallKind = type === 'submitJob' || type === 'enhancePrompt' ? 'submit' : 'status';
         this.reporter.rateLimited(kind, retryAfterOf(err));
       }
       throw err;
