@@ -7,6 +7,8 @@
 // E  a running-jobs cap: refused submits wait for a slot from the batch (the capacity gate);
 // F  cancelled while its jobs run, then run again: the re-run checks the known jobs before paying again;
 // G  another file with requests A and F paid for: those rows are recorded from the earlier jobs at no cost;
+// H  --enhance: prompts rewritten through the chat completions before the submit (a chat 429 waited out, a
+//    broken answer ending its row enhance_failed), and a row of a reviewed CSV sent as written;
 // C  --download --verify strict: a video that differs from its request fails its row; spare status checks
 //    (by then the worker has learned the job latency).
 import { rm, mkdir, mkdtemp, writeFile } from 'node:fs/promises';
@@ -37,7 +39,12 @@ const sim = await startSimulator({
   jobJitterSeconds: 0.2,
   rateLimit: 5,
   burst: 5,
-  faults: { moderationWords: ['forbidden'], wrongDurationWords: ['stretched'] },
+  faults: {
+    moderationWords: ['forbidden'],
+    wrongDurationWords: ['stretched'],
+    chat429Words: ['gusty'],
+    chatEmptyWords: ['blank'],
+  },
 });
 const dir = await mkdtemp(join(tmpdir(), 'vidbatch-record-'));
 const nativeConnection = await NativeConnection.connect({ address: server.address });
@@ -120,6 +127,23 @@ await worker.runUntil(async () => {
   // G: another file with requests A and F paid for, and one new: reused rows are recorded at no cost.
   const g = await run('g', ['a quiet harbour', 'a night train', 'a new pier at dawn'], { concurrency: 3 });
   console.log('G', await result(g));
+
+  const enhance = { model: 'modelfamily-chat-1.0', instructions: 'Add camera, light and motion detail.' };
+  const h = await run('h', ['a gusty cliff', 'a blank canvas', 'a copper kettle'], {
+    concurrency: 3,
+    enhance,
+  });
+  console.log('H', await result(h));
+  const reviewed = join(dir, 'h-reviewed.csv');
+  await writeFile(
+    reviewed,
+    stringify([
+      ['id', 'prompt', 'original_prompt'],
+      ['hr1', 'a tin robot, slow pan, warm light', 'a tin robot'],
+    ]),
+  );
+  const hr = await startBatch(session, reviewed, { poll, enhance });
+  console.log('H reviewed', await result(hr));
 
   // Warm-up (not recorded): first checks of jobs of 0.5-3.5 s at three ages teach the worker a job latency
   // whose finished share grows with age, so a job's due check comes well after the age from which spare

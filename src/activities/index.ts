@@ -1,6 +1,7 @@
 // The worker's activities, built by a factory that receives their dependencies (the gateway client, the output
 // root), so the worker and the tests wire them the same way. The workflows import only the type.
 import type { GatewayClient } from '../gateway/client';
+import { createEnhanceActivities } from './enhance';
 import { createJobActivities } from './jobs';
 import { createOutputActivities } from './outputs';
 import type { PathRoots } from './paths';
@@ -15,11 +16,12 @@ export interface ActivityDeps {
   roots?: PathRoots;
 }
 
-/** readRows, submitJob, checkJob, pollJob, downloadVideo, recordResults. */
+/** readRows, enhancePrompt, submitJob, checkJob, pollJob, downloadVideo, recordResults. */
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createRowActivities(deps.outRoot, deps.roots),
     ...createJobActivities(deps.gateway, deps.outRoot, deps.roots),
+    ...createEnhanceActivities(deps.gateway, deps.outRoot, deps.roots),
     ...createOutputActivities(deps.outRoot, deps.roots),
     ...createRateBudgetActivities(),
   };

@@ -108,7 +108,7 @@ function count(name: string, tags: Record<string, string> = {}): void {
  * The time an attempt has for a gateway call: a Retry-After hold plus the HTTP call end by `sendBy`, a margin
  * before the attempt's start-to-close, so a call never outlives its attempt.
  */
-function attemptWindow(startedAt: number, httpTimeoutMs: number): { holdMs: number; sendBy: number } {
+export function attemptWindow(startedAt: number, httpTimeoutMs: number): { holdMs: number; sendBy: number } {
   const startToClose = Context.current().info.startToCloseTimeoutMs;
   const margin = Math.min(2000, startToClose / 4);
   const window = startToClose - margin;
@@ -116,14 +116,16 @@ function attemptWindow(startedAt: number, httpTimeoutMs: number): { holdMs: numb
   return { holdMs: Math.max(window - httpTimeoutMs, window / 4, 0), sendBy: startedAt + window };
 }
 
-function countGatewayError(err: unknown, operation: string, gateway: GatewayClient): void {
+export function countGatewayError(err: unknown, operation: string, gateway: GatewayClient): void {
   const kind = err instanceof Error ? err.name : 'Error';
   count('vidbatch_gateway_errors', { operation, class: kind });
   if (err instanceof RateLimitError) {
     count('vidbatch_rate_limited', { operation });
-    const holdMs = gateway.holds.remainingMs(operation === 'submit' ? 'submit' : 'status');
+    // A chat call is a POST: it holds (and is held with) the submissions.
+    const posts = operation === 'submit' || operation === 'chat';
+    const holdMs = gateway.holds.remainingMs(posts ? 'submit' : 'status');
     Context.current().log.info(
-      `429 from the gateway; this worker's ${operation === 'submit' ? 'submissions' : 'status checks'} wait ${(holdMs / 1000).toFixed(1)} s`,
+      `429 from the gateway; this worker's ${posts ? 'submissions and chat calls' : 'status checks'} wait ${(holdMs / 1000).toFixed(1)} s`,
       { operation },
     );
     if (err.unreadableRetryAfter !== undefined)

@@ -5,7 +5,9 @@
 // near Temporal's limit.
 import { copyFile, link, mkdir, rm, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
+import type { EnhanceOptions } from '../contract/enhance';
 import { loadCsv } from '../input/csv';
+import { assignRequestKeys } from '../input/request-key';
 import type { PageRow, PriorOutcome, PromptRow } from '../contract/rows';
 import { FolderPrior, mergePrior } from '../results/prior';
 import { priorFromIndex, RequestIndex, type RequestSource } from '../results/request-index';
@@ -31,6 +33,8 @@ export interface ReadRowsInput {
   download?: boolean;
   /** The batch's download folder; default its output folder. */
   downloadDir?: string;
+  /** The batch rewrites its prompts: rows to be rewritten are keyed with its settings (input/request-key.ts). */
+  enhance?: EnhanceOptions;
 }
 
 /** A prior outcome worth sending: the row finished, has a job, or had a submit of unknown outcome. */
@@ -113,7 +117,8 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots) {
       const { csvSha256, offset, limit } = input;
       const csvPath = await allowedPath(input.csvPath, 'input', roots);
       const file = await stat(csvPath).catch(() => undefined);
-      const key = `${csvPath}\n${csvSha256}\n${file?.size}\n${file?.mtimeMs}`;
+      const enhanceKey = input.enhance ? JSON.stringify(input.enhance) : '';
+      const key = `${csvPath}\n${csvSha256}\n${file?.size}\n${file?.mtimeMs}\n${enhanceKey}`;
       if (csvCache?.key !== key) {
         if (!file)
           throw csvChanged(
@@ -125,6 +130,7 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots) {
             `${csvPath} changed since the batch started: restore it and resume, or cancel the batch (sha256 now ${parsed.sha256.slice(0, 12)}, expected ${csvSha256.slice(0, 12)})`,
           );
         }
+        if (input.enhance) assignRequestKeys(parsed.rows, input.enhance);
         csvCache = { key, rows: parsed.rows };
       }
       const rows = csvCache.rows.slice(offset, offset + limit);

@@ -6,4 +6,5 @@ export const GROUP = {
   spendSafety: 'Spend safety:',
   rateBudget: 'Rate budget:',
   cost: 'Cost:',
+  enhance: 'Prompt enhancement:',
 } as const;

@@ -2,7 +2,9 @@
 // already paid for (rows done earlier, videos reused, jobs followed) and the new jobs, with their estimated
 // cost when prices are given.
 import { join, resolve } from 'node:path';
+import type { EnhanceOptions } from '../contract/enhance';
 import type { PromptRow } from '../contract/rows';
+import { assignRequestKeys } from '../input/request-key';
 import type { ParsedCsv } from '../input/csv';
 import { plan } from '../input/plan';
 import { estimateRows, type Prices } from '../results/prices';
@@ -56,13 +58,25 @@ export async function reusePlan(
 export async function printPlan(
   csv: ParsedCsv,
   batchId: string,
-  o: { outRoot?: string; fresh?: boolean; prices?: Prices },
+  o: {
+    outRoot?: string;
+    fresh?: boolean;
+    prices?: Prices;
+    /** A run with --enhance: rows to be rewritten are keyed with its settings (input/request-key.ts). */
+    enhance?: EnhanceOptions;
+    extra?: Record<string, unknown>;
+  },
 ): Promise<void> {
   const outRoot = resolve(o.outRoot || process.env.VIDBATCH_OUT_ROOT || 'out');
+  if (o.enhance) assignRequestKeys(csv.rows, o.enhance);
   const { plan: reuse, newRows } = await reusePlan(csv.rows, outRoot, batchId, !o.fresh);
   const estimate = o.prices && estimateRows(newRows, o.prices);
   console.log(
-    JSON.stringify({ batchId, ...plan(csv.rows), reuse, ...(estimate ? { estimate } : {}) }, null, 2),
+    JSON.stringify(
+      { batchId, ...plan(csv.rows), reuse, ...(estimate ? { estimate } : {}), ...o.extra },
+      null,
+      2,
+    ),
   );
   const earlier = reuse.doneEarlier + reuse.reused + reuse.followed + reuse.settled;
   if (earlier)

@@ -377,6 +377,9 @@ export async function retryFailed(
     ...(original?.downloadDir ? { downloadDir: dirname(original.downloadDir) } : {}),
     ...(original?.download === false ? { download: false } : {}),
     ...(original?.verify ? { verify: original.verify } : {}),
+    // A row whose rewrite failed is rewritten again (nothing was kept for it, so a new chat call); rows that
+    // were rewritten carry their original prompt in the retry CSV and are sent as they were.
+    ...(original?.enhance ? { enhance: original.enhance } : {}),
     ...definedOnly(start),
     retryOf: batchId,
     priorOutDir: dirname(manifest),

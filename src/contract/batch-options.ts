@@ -1,5 +1,6 @@
 // A batch's options and their one table of defaults, applied by the client when it starts a batch. Imported
 // by workflow code: no Node built-ins.
+import type { EnhanceOptions } from './enhance';
 
 /**
  * When to poll a job: first poll `firstPollMs` after submission, then every `intervalMs` growing by `backoff`
@@ -78,6 +79,11 @@ export interface BatchOptions {
    * cost, a job that may still finish is followed. False: `run --fresh`, and retry-failed.
    */
   reuse: boolean;
+  /**
+   * Rewrite each row's prompt once through the gateway's chat completions before its video is paid for
+   * (docs/enhance-prompts.md); rows of a CSV with `original_prompt` are sent as they are. Absent: no rewrite.
+   */
+  enhance?: EnhanceOptions;
 }
 
 /** What a prompt does after a submit whose outcome is unknown (it may have created a billed job). */

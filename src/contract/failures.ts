@@ -24,6 +24,8 @@ export const FailureType = {
   SubmitUnknown: 'SubmitUnknown',
   /** A submit could not be sent for longer than the batch allows (connection refused, DNS): nothing was sent. */
   GatewayUnreachable: 'GatewayUnreachable',
+  /** A prompt's rewrite got no usable answer (or a refusal no retry can change): the row ends `enhance_failed`. */
+  EnhanceFailed: 'EnhanceFailed',
   /** A worker cannot use a path the batch names (VIDBATCH_*_ROOT); another worker may. */
   PathNotAllowed: 'PathNotAllowed',
 } as const;
@@ -59,6 +61,13 @@ export const NON_RETRYABLE = {
     FailureType.GatewayUnreachable,
   ],
   checkJob: [FailureType.Unauthorized, FailureType.Forbidden, FailureType.InvalidRequest],
+  enhancePrompt: [
+    FailureType.Unauthorized,
+    FailureType.Forbidden,
+    FailureType.InvalidRequest,
+    FailureType.NotFound,
+    FailureType.EnhanceFailed,
+  ],
   pollJob: [
     FailureType.Unauthorized,
     FailureType.Forbidden,
@@ -104,6 +113,17 @@ export const RETRY_POLICIES = {
     // About 4 minutes of bad answers, then the row fails with the job id kept (a re-run checks again).
     maximumAttempts: 8,
     nonRetryableErrorTypes: [...NON_RETRYABLE.checkJob],
+  },
+  /**
+   * A prompt's rewrite: a 429 comes back after its Retry-After (nextRetryDelay) as often as it takes; other
+   * transient errors are bounded by the activity itself (ENHANCE_MAX_ATTEMPTS), then the row ends
+   * `enhance_failed`.
+   */
+  enhancePrompt: {
+    initialInterval: '1s',
+    backoffCoefficient: 2,
+    maximumInterval: '30s',
+    nonRetryableErrorTypes: [...NON_RETRYABLE.enhancePrompt],
   },
   downloadVideo: { initialInterval: '2s', backoffCoefficient: 2, maximumAttempts: 6 },
 } satisfies Record<string, RetryPolicy | ((intervalMs: number) => RetryPolicy)>;

@@ -1,5 +1,6 @@
 // The prompt workflow's input and result (a row of the manifest). Imported by workflow code: no Node
 // built-ins.
+import type { EnhanceOptions } from './enhance';
 import type { BatchOptions, PollSchedule, UnknownSubmitPolicy, VerifyMode } from './batch-options';
 import type { Verification } from './jobs';
 import type { PromptRow, RowFields } from './rows';
@@ -70,6 +71,10 @@ export interface PromptResult extends RowFields {
    * reports at no new cost.
    */
   reusedFrom?: ReusedFrom;
+  /** Chat calls this row's run made for its rewrite (a kept rewrite read from the output root: none). */
+  chatCalls?: number;
+  /** Tokens those chat calls used, as their answers' `usage` said. */
+  chatTokens?: number;
 }
 
 /** Another batch's row whose job a row reuses or followed. */
@@ -157,6 +162,8 @@ export interface PromptInput {
   keyBatchId?: string;
   /** `strict` ends a row whose downloaded video differs from its request as `video_mismatch`. */
   verify: VerifyMode;
+  /** Rewrite the row's prompt first (absent: send it as it is; a row with `originalPrompt` is never rewritten). */
+  enhance?: EnhanceOptions;
 }
 
 /** Code of a row whose downloaded video does not match its request (`--verify strict`); job and file are kept. */

@@ -13,7 +13,13 @@ export interface PromptRow {
   id: string;
   /** 1-based line of the row in the file (where the record starts). */
   line: number;
+  /** The prompt sent: the CSV's, or its rewrite (docs/enhance-prompts.md). */
   prompt: string;
+  /**
+   * The prompt as the user wrote it, when `prompt` is its rewrite: set by the rewrite, or read from a CSV's
+   * `original_prompt` column (`plan --enhance` writes it; such a row is sent as it is, never rewritten again).
+   */
+  originalPrompt?: string;
   model: string;
   /** `input` object of the request: `prompt` plus any `input.<field>` columns. */
   input: Record<string, unknown>;
@@ -66,6 +72,7 @@ export function rowFields(row: PromptRow): RowFields {
     rowId: row.id,
     line: row.line,
     prompt: row.prompt,
+    ...(row.originalPrompt !== undefined ? { originalPrompt: row.originalPrompt } : {}),
     model: row.model,
     input: row.input,
     parameters: row.parameters,

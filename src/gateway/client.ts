@@ -18,6 +18,7 @@ import {
   TimeoutError,
   WorkerStoppingError,
 } from './errors';
+import { readChatAnswer, type ChatAnswer, type ChatMessage } from './chat';
 import { RetryAfterHolds, type CallKind } from './retry-after-hold';
 import { redactSecrets } from './redact';
 import { readRetryAfter } from './retry-after';
@@ -153,6 +154,26 @@ export class GatewayClient {
   async getJob(jobId: string, options: CallOptions = {}): Promise<JobState> {
     const path = `/videos/generations/${encodeURIComponent(jobId)}`;
     return this.toJobState(await this.call('GET', path, options));
+  }
+
+  /**
+   * One chat completion (POST /chat/completions). A POST, so it shares the submissions' Retry-After hold: a 429
+   * on it is the same gateway's limit. The answer's text, or what is wrong with it (chat.ts); the caller
+   * decides what a bad answer does.
+   */
+  async chat(
+    model: string,
+    messages: ChatMessage[],
+    options: CallOptions = {},
+  ): Promise<ChatAnswer & { requestId?: string }> {
+    const { json, requestId } = await this.call('POST', '/chat/completions', options, { model, messages });
+    const answer = readChatAnswer(json);
+    // Gateway text goes into the row's message and the kept rewrite: redacted like every other answer.
+    const redacted =
+      'problem' in answer
+        ? { problem: this.redact(answer.problem) }
+        : { ...answer, content: this.redact(answer.content) };
+    return { ...redacted, ...(requestId ? { requestId } : {}) };
   }
 
   async listModels(): Promise<string[]> {

@@ -9,7 +9,7 @@ import { DEFAULT_MODEL, type PromptRow } from '../contract/rows';
 import { assignRequestKeys } from './request-key';
 import { restoreFormula } from './csv-formula';
 
-const KNOWN_COLUMNS = ['id', 'prompt', 'model', 'resolution', 'duration', 'take'];
+const KNOWN_COLUMNS = ['id', 'prompt', 'original_prompt', 'model', 'resolution', 'duration', 'take'];
 const PASS_THROUGH = /^(input|parameters)\.([A-Za-z_][\w-]*)$/;
 /** Headers people use for the prompt in other tools. */
 const PROMPT_ALIASES = ['text', 'prompts', 'caption', 'description', 'query', 'input'];
@@ -31,6 +31,11 @@ const rowSchema = z.object({
     .string({ error: 'prompt is empty' })
     .refine((p) => p.trim().length > 0, 'prompt is empty')
     .refine((p) => p.length <= 20_000, 'must be at most 20000 characters'),
+  // The prompt before its rewrite (`plan --enhance` writes it): the row is sent as `prompt` says, never rewritten.
+  original_prompt: z
+    .string()
+    .refine((p) => p.length <= 20_000, 'must be at most 20000 characters')
+    .optional(),
   model: z
     .string()
     .regex(/^[A-Za-z0-9._-]+$/, 'must be a model id such as modelfamily-1.0-r2v')
@@ -283,6 +288,7 @@ export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
       id,
       line,
       prompt: parsed.data.prompt,
+      ...(parsed.data.original_prompt !== undefined ? { originalPrompt: parsed.data.original_prompt } : {}),
       model: parsed.data.model ?? DEFAULTS.model,
       input,
       parameters,

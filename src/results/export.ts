@@ -11,7 +11,11 @@ import { summarizeVerification, verificationCell, type VerificationSummary } fro
  * The columns of an input CSV that reproduce a row exactly (input.* and parameters.* included), as values:
  * writers pass them through csvText, which neutralises formulas.
  */
-export function inputRows(results: PromptResult[]): string[][] {
+export function inputRows(
+  results: Pick<PromptResult, 'rowId' | 'prompt' | 'originalPrompt' | 'model' | 'input' | 'parameters'>[],
+): string[][] {
+  // A rewritten row keeps its original beside it: run again, it is sent as it is (never rewritten twice).
+  const original = results.some((r) => r.originalPrompt !== undefined);
   const inputKeys = [...new Set(results.flatMap((r) => Object.keys(r.input ?? {})))]
     .filter((k) => k !== 'prompt')
     .sort();
@@ -22,6 +26,7 @@ export function inputRows(results: PromptResult[]): string[][] {
   const header = [
     'id',
     'prompt',
+    ...(original ? ['original_prompt'] : []),
     'model',
     'resolution',
     'duration',
@@ -33,6 +38,7 @@ export function inputRows(results: PromptResult[]): string[][] {
     ...results.map((r) => [
       r.rowId,
       r.prompt,
+      ...(original ? [r.originalPrompt ?? ''] : []),
       r.model,
       cell(r.parameters?.resolution),
       cell(r.parameters?.duration),
@@ -43,7 +49,7 @@ export function inputRows(results: PromptResult[]): string[][] {
 }
 
 /** A CSV file's text, every cell a spreadsheet would run as a formula prefixed with `'` (input/csv-formula.ts). */
-function csvText(rows: string[][]): string {
+export function csvText(rows: string[][]): string {
   return stringify(neutralizeTable(rows));
 }
 
@@ -52,6 +58,7 @@ const RESULT_COLUMNS = [
   'line',
   'status',
   'prompt',
+  'originalPrompt',
   'model',
   'jobId',
   'url',

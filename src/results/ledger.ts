@@ -49,6 +49,12 @@ export interface Ledger {
   /** With prices: jobs made (or unknown outcomes) with no price for their model and resolution. */
   unpriced?: number;
   currency?: string;
+  /**
+   * Chat calls the batch's rows made for their prompts' rewrites (docs/enhance-prompts.md), and their tokens
+   * where the answers said: billed apart from the video jobs. A rewrite read from the output root is none.
+   */
+  chatCalls?: number;
+  chatTokens?: number;
 }
 
 export interface LedgerOptions {
@@ -99,9 +105,14 @@ export function foldLedger(
     if (!jobs.has(e.jobId)) jobs.set(e.jobId, { rowId: e.rowId, generation: e.generation, at: e.at });
   }
   const reusedRows = new Set<string>();
+  let chatCalls = 0;
+  let chatTokens = 0;
   for (const line of lines) {
     if (typeof line.rowId !== 'string') continue;
     finalByRow.set(line.rowId, line);
+    // Each run of a row reports the chat calls it made itself (appends dedupe a line written twice).
+    chatCalls += line.chatCalls ?? 0;
+    chatTokens += line.chatTokens ?? 0;
     if (line.reusedFrom) {
       // Another batch paid for this job: counted once, there.
       reusedRows.add(line.rowId);
@@ -169,6 +180,7 @@ export function foldLedger(
     ...counts,
     unknown,
     reused: reusedRows.size,
+    ...(chatCalls ? { chatCalls, ...(chatTokens ? { chatTokens } : {}) } : {}),
     ...(o.prices
       ? {
           estimatedCost: cost,
@@ -211,5 +223,9 @@ export function formatLedger(l: Ledger): string {
   }
   // Not "failed": nobody saw these jobs end, so they may cost money yet.
   if (l.abandoned) text += '; abandoned jobs may still finish and be billed';
+  if (l.chatCalls)
+    text +=
+      `; prompt rewrites: ${plural(l.chatCalls, 'chat call')}` +
+      (l.chatTokens ? ` (${count(l.chatTokens)} tokens)` : '');
   return text;
 }

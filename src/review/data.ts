@@ -18,7 +18,10 @@ export type RowVerification = Verification;
 export interface ReviewRow {
   id: string;
   line: number;
+  /** The prompt sent (a rewrite's, once the row was rewritten). */
   prompt: string;
+  /** The prompt as the user wrote it, when `prompt` is its rewrite: the gallery shows both side by side. */
+  originalPrompt?: string;
   model: string;
   resolution?: string;
   duration?: number;
@@ -125,10 +128,13 @@ export function buildReviewData(
 
   const out: ReviewRow[] = rows.map((row) => {
     const r = finished.get(row.id);
+    // A row rewritten in the batch has its CSV prompt as the original and the rewrite on its result.
+    const originalPrompt = r?.originalPrompt ?? row.originalPrompt;
     const base: ReviewRow = {
       id: row.id,
       line: row.line,
-      prompt: row.prompt,
+      prompt: r?.prompt ?? row.prompt,
+      ...(originalPrompt !== undefined ? { originalPrompt } : {}),
       model: row.model,
       resolution: stringOr(row.parameters?.resolution),
       duration: numberOr(row.parameters?.duration),

@@ -66,7 +66,20 @@
           r.verification.ok ? 'verified' : 'mismatch',
         ),
       );
-    body.append(top, el('p', 'prompt', r.prompt));
+    body.append(top);
+    if (r.originalPrompt !== undefined) {
+      // A rewritten prompt beside the one the user wrote: what the video was made from is never hidden.
+      const pair = el('div', 'prompts');
+      for (const [label, text, cls] of [
+        ['original', r.originalPrompt, 'prompt original'],
+        ['sent (rewritten)', r.prompt, 'prompt sent'],
+      ]) {
+        const side = el('div');
+        side.append(el('span', 'prompt-label', label), el('p', cls, text));
+        pair.append(side);
+      }
+      body.append(pair);
+    } else body.append(el('p', 'prompt', r.prompt));
 
     const dl = el('dl');
     field(dl, 'model', r.model);

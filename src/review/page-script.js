@@ -96,7 +96,10 @@
         (!view.state || r.state === view.state) &&
         (!view.model || r.model === view.model) &&
         (!flag || flag[1](r)) &&
-        (!q || r.prompt.toLowerCase().includes(q) || r.id.toLowerCase().includes(q)),
+        (!q ||
+          r.prompt.toLowerCase().includes(q) ||
+          (r.originalPrompt || '').toLowerCase().includes(q) ||
+          r.id.toLowerCase().includes(q)),
     );
     const byLine = (a, b) => a.line - b.line;
     if (view.sort === 'state')

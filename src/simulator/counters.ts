@@ -33,6 +33,10 @@ export function newCounters() {
     freshUrlsIssued: 0,
     /** 500 pages that printed the request's headers, Authorization included (`echoHeaders500`). */
     headerEchoPages: 0,
+    /** Chat completions answered 200, by model (the billed ones; a 429 or 500 is not among them). */
+    chatCalls: {} as Record<string, number>,
+    /** Chat completions answered 200 without a usable `content` (`chatEmpty`, `chatMissing`), by kind. */
+    chatBadAnswers: {} as Record<string, number>,
   };
 }
 
@@ -103,6 +107,7 @@ export function snapshotOf({
   const billedMoreThanOnce = Object.fromEntries([...perIdempotencyKey].filter(([, n]) => n > 1));
   return {
     ...structuredClone(counters),
+    chatCallsTotal: Object.values(counters.chatCalls).reduce((a, b) => a + b, 0),
     ambiguousSubmitsTotal: Object.values(counters.ambiguousSubmits).reduce((a, b) => a + b, 0),
     /** Requests refused with 403 because the key was disabled, per key id. */
     requestsWithDisabledKey: refusedPerKey(false),

@@ -39,6 +39,14 @@ export interface FaultProbabilities {
   videoWrongResolution: number;
   /** A completed job's video has another duration than asked (rolled once per job). */
   videoWrongDuration: number;
+  /** A chat completion gets 429 `rate_limited` with Retry-After (chat-route.ts). */
+  chatError429: number;
+  /** A chat completion gets 500. */
+  chatError500: number;
+  /** A chat completion answers 200 with `content: ""`. */
+  chatEmpty: number;
+  /** A chat completion answers 200 with no `content` in its message. */
+  chatMissing: number;
 }
 
 export type FaultKind = keyof FaultProbabilities;
@@ -69,6 +77,15 @@ export interface FaultOptions extends FaultProbabilities {
   truncatedWords: string[];
   wrongResolutionWords: string[];
   wrongDurationWords: string[];
+  /**
+   * Chat completions whose last message contains any of these words (case-insensitive): 429 with Retry-After
+   * on the first call for that text only (so a client that waits gets through), 500 on every call, an empty
+   * `content`, or no `content` at all.
+   */
+  chat429Words: string[];
+  chat500Words: string[];
+  chatEmptyWords: string[];
+  chatMissingWords: string[];
   /** Which /v1 requests the request faults hit: all, only job submissions, or only status queries. */
   scope: 'all' | 'submit' | 'status';
   /** Every 429 (rate limit, running-jobs cap, injected) carries a Retry-After of at least this many seconds. */
@@ -99,6 +116,14 @@ export const DEFAULT_FAULTS: FaultOptions = {
   truncatedWords: [],
   wrongResolutionWords: [],
   wrongDurationWords: [],
+  chatError429: 0,
+  chatError500: 0,
+  chatEmpty: 0,
+  chatMissing: 0,
+  chat429Words: [],
+  chat500Words: [],
+  chatEmptyWords: [],
+  chatMissingWords: [],
   scope: 'all',
   retryAfterMinSeconds: 0,
 };
@@ -124,6 +149,14 @@ export const faultsSchema = z
     videoTruncated: probability,
     videoWrongResolution: probability,
     videoWrongDuration: probability,
+    chatError429: probability,
+    chatError500: probability,
+    chatEmpty: probability,
+    chatMissing: probability,
+    chat429Words: z.array(z.string()),
+    chat500Words: z.array(z.string()),
+    chatEmptyWords: z.array(z.string()),
+    chatMissingWords: z.array(z.string()),
     slowMs: z.number().min(0),
     moderationWords: z.array(z.string()),
     goneWords: z.array(z.string()),

@@ -8,7 +8,7 @@ import type { FaultKind, FaultOptions } from './fault-settings';
  */
 export type BadJobAnswer = 'no_url' | 'error5xx' | 'gone' | 'status_unknown';
 
-const hasWord = (prompt: string, words: string[]) =>
+export const hasWord = (prompt: string, words: string[]) =>
   words.some((w) => prompt.toLowerCase().includes(w.toLowerCase()));
 
 /** The job's bad answer: by a word in its prompt (`goneWords`, `unknownStatusWords`), else by the dice. */

@@ -51,6 +51,8 @@ export class SimulatorState {
   private jobCounter = 0;
   readonly requestLog: { at: number; route: string; status: number; retryAfterMs?: number }[] = [];
   readonly stats = newCounters();
+  /** Chat texts already refused by a `chat429Words` fault: the next call for them goes through. */
+  readonly chatRefusedOnce = new Set<string>();
 
   constructor(
     options: RuntimeOptions & {

@@ -51,7 +51,7 @@ export interface GatewayWorkerOptions {
   taskQueue: string;
   gateway: GatewayClient;
   /** The gateway calls, built with the main worker's activities so they share their state. */
-  activities: Pick<Activities, 'submitJob' | 'checkJob' | 'pollJob'>;
+  activities: Pick<Activities, 'submitJob' | 'checkJob' | 'pollJob' | 'enhancePrompt'>;
   /** Pin the queue's limit (requests/second); undefined lets the learner learn it. */
   gatewayRps?: number;
   maxConcurrentActivities?: number;
@@ -193,7 +193,9 @@ class ReportingInterceptor implements ActivityInboundCallsInterceptor {
       return await next(input);
     } catch (err) {
       if (err instanceof ApplicationFailure && err.type === FailureType.RateLimited) {
-        const kind: CallKind = Context.current().info.activityType === 'submitJob' ? 'submit' : 'status';
+        // A chat call is a POST like a submit: the worker holds both on its 429 (gateway/client.ts).
+        const type = Context.current().info.activityType;
+        const kind: CallKind = type === 'submitJob' || type === 'enhancePrompt' ? 'submit' : 'status';
         this.reporter.rateLimited(kind, retryAfterOf(err));
       }
       throw err;
@@ -219,6 +221,7 @@ export async function withGatewayWorker(main: Worker, options: GatewayWorkerOpti
       submitJob: options.activities.submitJob,
       checkJob: options.activities.checkJob,
       pollJob: options.activities.pollJob,
+      enhancePrompt: options.activities.enhancePrompt,
     },
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? 200,
     interceptors: { activity: [() => ({ inbound: new ReportingInterceptor(reporter) })] },

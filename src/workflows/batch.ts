@@ -164,6 +164,8 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
             ...(options.reuse ? { reuse: true } : {}),
             ...(options.download ? { download: true } : {}),
             ...(options.downloadDir ? { downloadDir: options.downloadDir } : {}),
+            // Request keys of rewritten rows name the rewrite's settings (input/request-key.ts).
+            ...(options.enhance ? { enhance: options.enhance } : {}),
           },
         ],
       );
@@ -293,6 +295,8 @@ function startPrompt(input: BatchInput, row: PromptRow, prior: PriorOutcome | un
         ...promptSpendOptions(options),
         priorUnknownSubmits: prior?.unknownSubmits ?? 0,
         ...(input.retryOf ? { keyBatchId: input.retryOf } : {}),
+        // A row of a reviewed CSV (`original_prompt`) is sent as it is: never rewritten twice.
+        ...(options.enhance && row.originalPrompt === undefined ? { enhance: options.enhance } : {}),
       },
     ],
     typedSearchAttributes: [
@@ -300,7 +304,11 @@ function startPrompt(input: BatchInput, row: PromptRow, prior: PriorOutcome | un
       { key: StateAttr, value: 'submitting' },
     ],
     staticSummary: `Row ${row.id} (line ${row.line}) of ${batchId}`,
-    staticDetails: `**Prompt:** ${row.prompt.slice(0, 500)}\n\n**Model:** ${row.model} · ${JSON.stringify(row.parameters)}`,
+    staticDetails:
+      (row.originalPrompt !== undefined
+        ? `**Original prompt:** ${row.originalPrompt.slice(0, 500)}\n\n`
+        : '') +
+      `**Prompt:** ${row.prompt.slice(0, 500)}\n\n**Model:** ${row.model} · ${JSON.stringify(row.parameters)}`,
   });
 }
 

@@ -31,7 +31,13 @@ export interface ActivityError {
   type?: string;
   message: string;
   /** The failure's first detail: `code`, `retryAfterMs`, `sinceMs`, `requestId`, as the activity set them. */
-  details?: { code?: string; retryAfterMs?: number; sinceMs?: number; requestId?: string };
+  details?: {
+    code?: string;
+    retryAfterMs?: number;
+    sinceMs?: number;
+    requestId?: string;
+    chatCalls?: number;
+  };
 }
 
 /** What to do after a submit that brought no job id. */
@@ -87,13 +93,13 @@ export class PromptState {
   /** The gateway's request id (`x-request-id`) of the last answer that said something about this row. */
   private requestId: string | undefined;
   private submitted: SubmitResult | undefined;
-  private readonly base: RowFields;
+  /** What the prompt's rewrite adds to every result (its chat calls and tokens); empty without one. */
+  rewrite: Pick<PromptResult, 'chatCalls' | 'chatTokens'> = {};
 
   constructor(
     readonly input: PromptInput,
     now: number,
   ) {
-    this.base = rowFields(input.row);
     this.generation = input.keyGeneration;
     this.unknownSubmits = input.priorUnknownSubmits;
     this.unblockedAt = now;
@@ -106,7 +112,8 @@ export class PromptState {
 
   /** The row's result, ending it. */
   result(fields: ResultFields, finishedAt: string): PromptResult {
-    return { ...this.base, ...fields, finishedAt };
+    // The row as sent: after a rewrite, its prompt is the rewrite and `originalPrompt` the user's.
+    return { ...rowFields(this.input.row), ...this.rewrite, ...fields, finishedAt };
   }
 
   /** The submit activity's input, for the current generation and what came before. */

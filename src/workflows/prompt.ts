@@ -4,23 +4,21 @@
 // makes the Temporal calls and waits; what each outcome means is PromptState's (prompt-state.ts), the signals
 // to and from the batch are BatchLink's (batch-link.ts).
 import {
-  ActivityFailure,
-  ApplicationFailure,
   CancellationScope,
   isCancellation,
   proxyActivities,
   sleep,
-  upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { RETRY_POLICIES, SUBMIT_HEARTBEAT_TIMEOUT_MS } from '../contract/failures';
 import { gatewayActivityOptions } from '../contract/rate-budget';
-import { StateAttr } from '../contract/search-attributes';
 import type { PollOutcome } from '../contract/jobs';
 import type { PromptInput, PromptResult } from '../contract/prompt';
 import { BatchLink } from './batch-link';
 import { spareChecksApply, waitWithSpareChecks } from './first-check';
+import { activityError, finish, orCancelled, setState } from './prompt-outcome';
+import { rewritePrompt } from './prompt-enhance';
 import {
   PromptState,
   recheckReason,
@@ -29,33 +27,13 @@ import {
   type ResultFields,
 } from './prompt-state';
 
-/** An activity's failure as PromptState reads it (its ApplicationFailure's type, message and first detail). */
-function activityError(err: unknown): ActivityError | undefined {
-  if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure)) return undefined;
-  const { type, message, details } = err.cause;
-  return { ...(type ? { type } : {}), message, details: details?.[0] as ActivityError['details'] };
-}
-
-const setState = (value: string) => upsertSearchAttributes([{ key: StateAttr, value }]);
-
-/** A row ended: its state in the search attribute, its result. */
-function finish(state: PromptState, fields: ResultFields): PromptResult {
-  setState(fields.status);
-  return state.result(fields, new Date().toISOString());
-}
-
-/** Runs a wait; a cancellation meanwhile ends the row as cancelled while `waiting` (the caller returns it). */
-async function orCancelled<T>(state: PromptState, waiting: string, wait: () => Promise<T>) {
-  try {
-    return { value: await wait() };
-  } catch (err) {
-    if (isCancellation(err)) return { cancelled: finish(state, state.cancelled(waiting)) };
-    throw err;
-  }
-}
-
 export async function promptWorkflow(input: PromptInput): Promise<PromptResult> {
   const run = new PromptRun(input);
+  // First, before anything is paid: a failed rewrite ends the row with no job made for it.
+  if (input.enhance && input.row.originalPrompt === undefined) {
+    const failed = await run.rewrite();
+    if (failed) return failed;
+  }
   if (input.knownJobId) {
     const known = await run.checkKnownJob();
     if (known) return known;
@@ -81,6 +59,11 @@ class PromptRun {
       priority: input.priority,
       weight: input.weight,
     });
+  }
+
+  /** The row's prompt rewritten through the gateway's chat completions (prompt-enhance.ts). */
+  rewrite(): Promise<PromptResult | undefined> {
+    return rewritePrompt(this.state, this.batch, this.gateway);
   }
 
   /**

@@ -12,6 +12,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseCsv } from '../../src/input/csv';
 import { readManifest } from '../../src/results/manifest';
+import { simulatedRewrite } from '../../src/simulator/chat-route';
 import { requireChromium } from '../requirements';
 import { background, vidbatch, type CliRun } from './cli-helpers';
 import { testEnv, type TestEnv } from './helpers';
@@ -215,6 +216,36 @@ describe.skipIf(!CHROMIUM)('vidbatch review', () => {
     expect(await page.textContent('#summary')).toContain(`3 rows: 3 succeeded · 2 reused from ${batchOne}`);
     expect(await page.textContent('.card[data-id="t1"]')).toContain(`reused from${batchOne} row o2`);
     expect(await page.textContent('.card[data-id="t3"]')).not.toContain('reused');
+    await page.context().close();
+  });
+
+  it('shows a rewritten prompt beside the one the user wrote (run --enhance)', async () => {
+    env = await testEnv({ jobSeconds: 0.3, jobJitterSeconds: 0 });
+    await env.startWorker();
+    await writeFile(join(env.dir, 'e.csv'), 'id,prompt\ne1,a paper boat in a gutter\ne2,a snail on a leaf\n');
+    const run = await cli(env, ['run', 'e.csv', '--enhance', ...FAST]);
+    expect(run.code, run.stderr).toBe(0);
+    console.log(
+      `gallery with both prompts: ${env.sim.stats().chatCallsTotal} chat calls, ${env.sim.stats().jobsCreated} jobs (simulator's counts)`,
+    );
+    expect(env.sim.stats().chatCallsTotal).toBe(2);
+    expect(env.sim.stats().jobsCreated).toBe(2);
+    const review = await cli(env, ['review', 'e.csv']);
+    expect(review.code, review.stderr).toBe(0);
+    const page = await openPage(pathToFileURL(/(\S+review\.html)/.exec(review.stdout)![1]!).href);
+    expect(await page.textContent('.card[data-id="e1"] .prompt.original')).toBe('a paper boat in a gutter');
+    expect(await page.textContent('.card[data-id="e1"] .prompt.sent')).toBe(
+      simulatedRewrite('a paper boat in a gutter'),
+    );
+    expect(await page.textContent('.card[data-id="e2"] .prompts')).toContain('sent (rewritten)');
+    // Side by side: the two prompts start on the same line.
+    const tops = await page.$$eval('.card[data-id="e1"] .prompts > div', (sides) =>
+      sides.map(
+        (d) => (d as unknown as { getBoundingClientRect(): { top: number } }).getBoundingClientRect().top,
+      ),
+    );
+    expect(tops).toHaveLength(2);
+    expect(tops[0]).toBe(tops[1]);
     await page.context().close();
   });
 

@@ -98,6 +98,7 @@ describe('vidbatch --help', () => {
       'Guard rails:',
       'Spend safety:',
       'Rate budget:',
+      'Prompt enhancement:',
       'Cost:',
     ]);
     const hidden = sub(program, 'run')

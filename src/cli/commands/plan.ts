@@ -1,5 +1,7 @@
 // `vidbatch plan`.
+import { resolve } from 'node:path';
 import { type Command, Option } from 'commander';
+import { addEnhanceFlags, enhanceFrom } from '../enhance-flags';
 import { addPriceFlags, pricesFrom } from '../price-flags';
 import { fail } from '../support';
 
@@ -18,16 +20,40 @@ export function registerPlanCommand(program: Command): void {
           .default('out'),
       )
       .option('--fresh', 'as `run --fresh`: count every row as a new job'),
-  ).action(
-    async (csvPath: string, o: { price?: string[]; prices?: string; outRoot: string; fresh?: boolean }) => {
+  );
+  const command = program.commands.find((c) => c.name() === 'plan')!;
+  addEnhanceFlags(command, 'write <csv name>.enhanced.csv to review and edit before `run`').action(
+    async (
+      csvPath: string,
+      o: { price?: string[]; prices?: string; outRoot: string; fresh?: boolean } & Record<string, unknown>,
+    ) => {
       const [{ loadValidCsv }, { batchIdFor }, { printPlan }] = await Promise.all([
         import('../../input/csv'),
         import('../../client/batches'),
         import('../plan-report'),
       ]);
       const prices = await pricesFrom(o);
+      const enhance = await enhanceFrom(o);
       const csv = await loadValidCsv(csvPath).catch(fail);
-      await printPlan(csv, batchIdFor(csv), { outRoot: o.outRoot, fresh: !!o.fresh, prices });
+      if (!enhance) {
+        await printPlan(csv, batchIdFor(csv), { outRoot: o.outRoot, fresh: !!o.fresh, prices });
+        return;
+      }
+      const [{ rewriteForReview, reviewLines }, { EXIT }] = await Promise.all([
+        import('../enhance-plan'),
+        import('../../errors'),
+      ]);
+      const outRoot = resolve(o.outRoot);
+      const review = await rewriteForReview(csv, csvPath, enhance, outRoot).catch(fail);
+      await printPlan(csv, batchIdFor(csv), {
+        outRoot: o.outRoot,
+        fresh: !!o.fresh,
+        prices,
+        enhance,
+        extra: { enhanced: review },
+      });
+      for (const line of reviewLines(review, outRoot)) console.error(line);
+      if (review.failed.length) process.exitCode = EXIT.rowsFailed;
     },
   );
 }

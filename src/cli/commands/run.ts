@@ -13,6 +13,7 @@ import {
   scheduleAndSpendOptions,
   verifyOption,
 } from '../batch-flags';
+import { addEnhanceFlags, enhanceFrom } from '../enhance-flags';
 import { GROUP } from '../help-groups';
 import { addPriceFlags, pricesFrom } from '../price-flags';
 import { fail, fraction, hiddenAlias, nonNegative, positiveSeconds, positiveWhole } from '../support';
@@ -123,6 +124,7 @@ export function registerRunCommand(program: Command): void {
     );
   addSpendSafetyFlags(command);
   addRateBudgetFlags(command);
+  addEnhanceFlags(command, 'before paying for its video');
   addScheduleFlags(command);
   command
     .addOption(
@@ -172,14 +174,21 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
   }
   // Validate before starting any server: nothing is submitted from a file with errors.
   const prices = await pricesFrom(o);
+  const enhance = await enhanceFrom(o);
   const parsed = await loadCsv(csvPath);
   if (parsed.problems.length) fail(new CsvValidationError(parsed.problems));
+  const reviewed = parsed.rows.filter((r) => r.originalPrompt !== undefined).length;
+  if (enhance && reviewed)
+    console.error(
+      `${reviewed} of ${parsed.rows.length} rows have an original_prompt: their prompt is sent as written, not rewritten again (--enhance rewrites the others)`,
+    );
   if (o.dryRun) {
     const { printPlan } = await import('../plan-report');
     await printPlan(parsed, batchIdFor(parsed), {
       ...(o.outRoot ? { outRoot: o.outRoot as string } : {}),
       fresh: !!o.fresh,
       ...(prices ? { prices } : {}),
+      ...(enhance ? { enhance } : {}),
     });
     return;
   }
@@ -194,7 +203,8 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
   const session = await openBatchSession({ simulate, detach: !!o.detach, allow });
   try {
     await followInTerminal(session, {
-      start: () => startBatch(session, csvPath, batchOptionsFrom(o), parsed),
+      start: () =>
+        startBatch(session, csvPath, { ...batchOptionsFrom(o), ...(enhance ? { enhance } : {}) }, parsed),
       detach: !!o.detach,
       json: !!o.json,
       prices,
