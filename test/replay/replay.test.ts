@@ -87,6 +87,12 @@ describe('replay of recorded histories', () => {
       continueAsNew: batches.some((b) => has(b, 'EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW')),
       learner: histories.some((h) => h.file.includes('/rateBudgetWorkflow')),
       reuse: batches.some((b) => pageRows(b).some((row) => row.prior?.reused)),
+      enhance: prompts.some(
+        (p) => scheduled(p, 'enhancePrompt').length > 0 && scheduled(p, 'submitJob').length > 0,
+      ),
+      enhanceFailed: prompts.some(
+        (p) => failedWith(p, 'EnhanceFailed') && scheduled(p, 'submitJob').length === 0,
+      ),
     };
     expect(covered).toEqual(Object.fromEntries(Object.keys(covered).map((k) => [k, true])));
 
