@@ -117,7 +117,7 @@ describe('--enhance: prompts rewritten through the chat completions, visible, pa
     expect(chatCalls(env)).toBe(2);
     expect(jobs(env)).toBe(0);
     const reviewPath = join(env.dir, 'p.enhanced.csv');
-    expect(planned.stderr).toContain(reviewPath);
+    expect(planned.stderr).toContain('review (and edit) p.enhanced.csv, then `vidbatch run p.enhanced.csv`');
     const review = parse(await readFile(reviewPath, 'utf8'), { columns: true }) as unknown as Record<
       string,
       string
