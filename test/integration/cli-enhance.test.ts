@@ -10,19 +10,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { PromptResult } from '../../src/contract/prompt';
 import { readManifest } from '../../src/results/manifest';
 import { simulatedRewrite } from '../../src/simulator/chat-route';
-import { manifestPathOf, vidbatch, type CliRun } from './cli-helpers';
-import { cliSettings, testEnv, type TestEnv } from './helpers';
+import { manifestPathOf, exitAndOutput, runIn, vidbatchIn, type CliRun } from './cli-helpers';
+import { testEnv, type TestEnv } from './helpers';
 
 let env: TestEnv | undefined;
 afterEach(async () => {
   await env?.close();
   env = undefined;
 });
-
-const FAST = ['--first-poll', '0.3', '--poll-interval', '0.2', '--poll-cap', '1', '--no-adaptive-poll'];
-const cli = (e: TestEnv, args: string[]) => vidbatch(args, { cwd: e.dir, env: cliSettings(e) });
-const run = (e: TestEnv, file: string, ...flags: string[]) => cli(e, ['run', file, ...flags, ...FAST]);
-const output = (r: CliRun) => `exit ${r.code}\n${r.stdout}\n${r.stderr}`;
 
 async function writeCsv(e: TestEnv, name: string, rows: string[][]): Promise<string> {
   await writeFile(join(e.dir, name), stringify([['id', 'prompt'], ...rows]));
@@ -56,9 +51,9 @@ describe('--enhance: prompts rewritten through the chat completions, visible, pa
       'a.csv',
       prompts.map((p, i) => [`r${i + 1}`, p]),
     );
-    const first = await run(env, 'a.csv', '--enhance');
+    const first = await runIn(env, 'a.csv', '--enhance');
     figures('run --enhance of 3 rows', env);
-    expect(first.code, output(first)).toBe(0);
+    expect(first.code, exitAndOutput(first)).toBe(0);
     expect(chatCalls(env)).toBe(3);
     expect(env.sim.stats().chatCalls).toEqual({ 'modelfamily-chat-1.0': 3 });
     expect(jobs(env)).toBe(3);
@@ -74,8 +69,8 @@ describe('--enhance: prompts rewritten through the chat completions, visible, pa
     expect(first.stdout).toMatch(
       /jobs made: 3 for 3 rows \(3 kept\); prompt rewrites: 3 chat calls \(\d+ tokens\)/,
     );
-    const results = await cli(env, ['results', 'a.csv']);
-    expect(results.code, output(results)).toBe(0);
+    const results = await vidbatchIn(env, ['results', 'a.csv']);
+    expect(results.code, exitAndOutput(results)).toBe(0);
     const table = parse(await readFile(join(manifestPathOf(first), '..', 'succeeded.csv'), 'utf8'), {
       columns: true,
     }) as unknown as Record<string, string>[];
@@ -85,17 +80,17 @@ describe('--enhance: prompts rewritten through the chat completions, visible, pa
     });
 
     // The same file again: the batch is done, nothing is asked again.
-    const again = await run(env, 'a.csv', '--enhance');
-    expect(again.code, output(again)).toBe(0);
+    const again = await runIn(env, 'a.csv', '--enhance');
+    expect(again.code, exitAndOutput(again)).toBe(0);
     // Another file with the same prompts (other ids, other order): the kept rewrites and videos are reused.
     await writeCsv(
       env,
       'b.csv',
       [...prompts].reverse().map((p, i) => [`b${i + 1}`, p]),
     );
-    const other = await run(env, 'b.csv', '--enhance');
+    const other = await runIn(env, 'b.csv', '--enhance');
     figures('re-run and another file with the same prompts', env);
-    expect(other.code, output(other)).toBe(0);
+    expect(other.code, exitAndOutput(other)).toBe(0);
     expect(other.stdout).toContain('3 succeeded, 0 failed of 3');
     expect(chatCalls(env)).toBe(3);
     expect(jobs(env)).toBe(3);
@@ -111,9 +106,9 @@ describe('--enhance: prompts rewritten through the chat completions, visible, pa
       'p.csv',
       prompts.map((p, i) => [`p${i + 1}`, p]),
     );
-    const planned = await cli(env, ['plan', 'p.csv', '--enhance', '--out-root', 'out']);
+    const planned = await vidbatchIn(env, ['plan', 'p.csv', '--enhance', '--out-root', 'out']);
     figures('plan --enhance of 2 rows', env);
-    expect(planned.code, output(planned)).toBe(0);
+    expect(planned.code, exitAndOutput(planned)).toBe(0);
     expect(chatCalls(env)).toBe(2);
     expect(jobs(env)).toBe(0);
     const reviewPath = join(env.dir, 'p.enhanced.csv');
@@ -130,9 +125,9 @@ describe('--enhance: prompts rewritten through the chat completions, visible, pa
     const edited = `${simulatedRewrite(prompts[1]!)}, in black and white`;
     review[1]!.prompt = edited;
     await writeFile(reviewPath, stringify(review, { header: true }));
-    const ran = await run(env, 'p.enhanced.csv', '--enhance');
+    const ran = await runIn(env, 'p.enhanced.csv', '--enhance');
     figures('run of the reviewed CSV', env);
-    expect(ran.code, output(ran)).toBe(0);
+    expect(ran.code, exitAndOutput(ran)).toBe(0);
     expect(ran.stderr).toContain('2 of 2 rows have an original_prompt');
     expect(chatCalls(env)).toBe(2);
     expect(jobs(env)).toBe(2);
@@ -142,9 +137,9 @@ describe('--enhance: prompts rewritten through the chat completions, visible, pa
     expect(rows.p2!.chatCalls).toBeUndefined();
 
     // run --enhance of the original file finds the rewrites plan kept: no chat call.
-    const original = await run(env, 'p.csv', '--enhance');
+    const original = await runIn(env, 'p.csv', '--enhance');
     figures('run --enhance of the planned file', env);
-    expect(original.code, output(original)).toBe(0);
+    expect(original.code, exitAndOutput(original)).toBe(0);
     expect(chatCalls(env)).toBe(2);
   });
 
@@ -158,9 +153,9 @@ describe('--enhance: prompts rewritten through the chat completions, visible, pa
       'r.csv',
       prompts.map((p, i) => [`g${i + 1}`, p]),
     );
-    const r = await run(env, 'r.csv', '--enhance');
+    const r = await runIn(env, 'r.csv', '--enhance');
     figures('chat 429 on 2 of 3 rows', env);
-    expect(r.code, output(r)).toBe(0);
+    expect(r.code, exitAndOutput(r)).toBe(0);
     expect(r.stdout).toContain('3 succeeded, 0 failed of 3');
     const stats = env.sim.stats();
     expect(stats.requests['POST /v1/chat/completions']).toEqual({ 200: 3, 429: 2 });
@@ -187,9 +182,9 @@ describe('--enhance: prompts rewritten through the chat completions, visible, pa
       'x.csv',
       prompts.map((p, i) => [`x${i + 1}`, p]),
     );
-    const r = await run(env, 'x.csv', '--enhance');
+    const r = await runIn(env, 'x.csv', '--enhance');
     figures('broken answers on 2 of 3 rows', env);
-    expect(r.code, output(r)).toBe(3);
+    expect(r.code, exitAndOutput(r)).toBe(3);
     expect(chatCalls(env)).toBe(3);
     expect(jobs(env)).toBe(1);
     expect(jobPrompts(env)).toEqual([simulatedRewrite(prompts[2]!)]);
@@ -207,15 +202,21 @@ describe('--enhance: prompts rewritten through the chat completions, visible, pa
     env = await testEnv();
     await writeCsv(env, 'i.csv', [['i1', 'a cat']]);
     await writeFile(join(env.dir, 'empty.txt'), '  \n');
-    const missing = await run(env, 'i.csv', '--enhance', '--enhance-instructions', 'nope.txt');
-    expect(missing.code, output(missing)).toBe(2);
+    const missing = await runIn(env, 'i.csv', '--enhance', '--enhance-instructions', 'nope.txt');
+    expect(missing.code, exitAndOutput(missing)).toBe(2);
     expect(missing.stderr).toContain('--enhance-instructions');
     expect(missing.stderr).toContain('nope.txt');
-    const empty = await run(env, 'i.csv', '--enhance', '--enhance-instructions', 'empty.txt');
-    expect(empty.code, output(empty)).toBe(2);
+    const empty = await runIn(env, 'i.csv', '--enhance', '--enhance-instructions', 'empty.txt');
+    expect(empty.code, exitAndOutput(empty)).toBe(2);
     expect(empty.stderr).toMatch(/--enhance-instructions.*empty\.txt is empty/);
-    const planned = await cli(env, ['plan', 'i.csv', '--enhance', '--enhance-instructions', 'empty.txt']);
-    expect(planned.code, output(planned)).toBe(2);
+    const planned = await vidbatchIn(env, [
+      'plan',
+      'i.csv',
+      '--enhance',
+      '--enhance-instructions',
+      'empty.txt',
+    ]);
+    expect(planned.code, exitAndOutput(planned)).toBe(2);
     expect(chatCalls(env)).toBe(0);
     expect(jobs(env)).toBe(0);
   });

@@ -1,6 +1,7 @@
 // Spawning the real `vidbatch` command (bin/vidbatch.mjs) the way a user does, for the CLI tests.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { cliSettings, type TestEnv } from './helpers';
 
 export const CLI = fileURLToPath(new URL('../../bin/vidbatch.mjs', import.meta.url));
 
@@ -128,3 +129,24 @@ export function manifestPathOf(r: CliRun): string {
   if (!path) throw new Error(`no manifest in output:\n${r.stdout}\n${r.stderr}`);
   return path;
 }
+
+/** Poll flags for the simulator's short jobs: a fixed, quick schedule, so a test sees its jobs end promptly. */
+export const FAST_POLL_FLAGS = [
+  '--first-poll',
+  '0.3',
+  '--poll-interval',
+  '0.2',
+  '--poll-cap',
+  '1',
+  '--no-adaptive-poll',
+];
+
+/** `vidbatch ...args` in a test environment's folder, with its Temporal server, queue and simulator. */
+export const vidbatchIn = (e: TestEnv, args: string[]) => vidbatch(args, { cwd: e.dir, env: cliSettings(e) });
+
+/** `vidbatch run <file> ...flags` with FAST_POLL_FLAGS. */
+export const runIn = (e: TestEnv, file: string, ...flags: string[]) =>
+  vidbatchIn(e, ['run', file, ...flags, ...FAST_POLL_FLAGS]);
+
+/** A command's exit code and output, for an assertion's message. */
+export const exitAndOutput = (r: CliRun) => `exit ${r.code}\n${r.stdout}\n${r.stderr}`;

@@ -9,7 +9,15 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { vbenchPrompts } from '../../bench/vbench';
 import type { PromptResult } from '../../src/contract/prompt';
 import { readManifest } from '../../src/results/manifest';
-import { background, manifestPathOf, vidbatch, type CliRun } from './cli-helpers';
+import {
+  background,
+  FAST_POLL_FLAGS,
+  manifestPathOf,
+  exitAndOutput,
+  runIn,
+  vidbatchIn,
+  type CliRun,
+} from './cli-helpers';
 import { cliSettings, testEnv, type TestEnv } from './helpers';
 
 let env: TestEnv | undefined;
@@ -17,12 +25,6 @@ afterEach(async () => {
   await env?.close();
   env = undefined;
 });
-
-const FAST = ['--first-poll', '0.3', '--poll-interval', '0.2', '--poll-cap', '1', '--no-adaptive-poll'];
-
-const cli = (e: TestEnv, args: string[]) => vidbatch(args, { cwd: e.dir, env: cliSettings(e) });
-const run = (e: TestEnv, file: string, ...flags: string[]) => cli(e, ['run', file, ...flags, ...FAST]);
-const output = (r: CliRun) => `exit ${r.code}\n${r.stdout}\n${r.stderr}`;
 
 async function writeCsv(e: TestEnv, name: string, rows: [id: string, prompt: string][]): Promise<void> {
   await writeFile(join(e.dir, name), stringify([['id', 'prompt'], ...rows]));
@@ -49,8 +51,8 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
     const prompts = (await vbenchPrompts()).slice(0, 21).map((p) => `${p} (${tag})`);
     const rows: [string, string][] = prompts.slice(0, 20).map((p, i) => [`r${i + 1}`, p]);
     await writeCsv(env, 'a.csv', rows);
-    const first = await run(env, 'a.csv');
-    expect(first.code, output(first)).toBe(0);
+    const first = await runIn(env, 'a.csv');
+    expect(first.code, exitAndOutput(first)).toBe(0);
     expect(env.sim.stats().jobsCreated).toBe(20);
     const batchA = batchOf(first)!;
 
@@ -58,11 +60,11 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
     const edited: [string, string][] = [...rows, ['r21', prompts[20]!]];
     edited[4] = ['r5', `${rows[4]![1]} at dusk`];
     await writeCsv(env, 'b.csv', edited);
-    const planned = await cli(env, ['plan', 'b.csv']);
+    const planned = await vidbatchIn(env, ['plan', 'b.csv']);
     expect(reuseOf(planned)).toEqual({ doneEarlier: 0, reused: 19, followed: 0, settled: 0, newJobs: 2 });
-    const second = await run(env, 'b.csv');
+    const second = await runIn(env, 'b.csv');
     console.log(`edited and extended: ${env.sim.stats().jobsCreated} jobs in all for 20 + 21 rows`);
-    expect(second.code, output(second)).toBe(0);
+    expect(second.code, exitAndOutput(second)).toBe(0);
     expect(env.sim.stats().jobsCreated).toBe(22);
     expect(second.stdout).toContain('21 succeeded, 0 failed of 21');
     expect(second.stdout).toContain('19 rows reuse videos another batch in this output root paid for');
@@ -91,11 +93,11 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
       'c.csv',
       [...edited].reverse().map(([, p], i) => [`c${i + 1}`, p]),
     );
-    const dry = await cli(env, ['run', 'c.csv', '--dry-run']);
+    const dry = await vidbatchIn(env, ['run', 'c.csv', '--dry-run']);
     expect(reuseOf(dry)).toEqual({ doneEarlier: 0, reused: 21, followed: 0, settled: 0, newJobs: 0 });
-    const third = await run(env, 'c.csv');
+    const third = await runIn(env, 'c.csv');
     console.log(`reordered: ${env.sim.stats().jobsCreated} jobs in all`);
-    expect(third.code, output(third)).toBe(0);
+    expect(third.code, exitAndOutput(third)).toBe(0);
     expect(third.stdout).toContain('21 succeeded, 0 failed of 21');
     expect(env.sim.stats().jobsCreated).toBe(22);
   });
@@ -110,24 +112,24 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
       'slow.csv',
       prompts.map((p, i) => [`s${i + 1}`, p]),
     );
-    const started = background(['run', 'slow.csv', '--concurrency', '4', ...FAST], {
+    const started = background(['run', 'slow.csv', '--concurrency', '4', ...FAST_POLL_FLAGS], {
       cwd: env.dir,
       env: cliSettings(env),
     });
     const batchA = (await started.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
     await jobsMade(env, 4, started.output);
-    expect((await cli(env, ['cancel', batchA])).code).toBe(0);
+    expect((await vidbatchIn(env, ['cancel', batchA])).code).toBe(0);
     await started.done;
     await writeCsv(
       env,
       'again.csv',
       prompts.map((p, i) => [`a${i + 1}`, p]),
     );
-    const planned = await cli(env, ['plan', 'again.csv']);
+    const planned = await vidbatchIn(env, ['plan', 'again.csv']);
     expect(reuseOf(planned)).toEqual({ doneEarlier: 0, reused: 0, followed: 4, settled: 0, newJobs: 0 });
-    const again = await run(env, 'again.csv');
+    const again = await runIn(env, 'again.csv');
     console.log(`cancelled with 4 jobs, then another file: ${env.sim.stats().jobsCreated} jobs`);
-    expect(again.code, output(again)).toBe(0);
+    expect(again.code, exitAndOutput(again)).toBe(0);
     expect(again.stdout).toContain('4 succeeded, 0 failed of 4');
     expect(env.sim.stats().jobsCreated).toBe(4);
     const manifest = await manifestOf(again);
@@ -142,7 +144,7 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
       .slice(40, 44)
       .map((p, i) => [`e${i + 1}`, `${p} (${tag})`]);
     await writeCsv(env, 'edit.csv', rows);
-    const started = background(['run', 'edit.csv', '--concurrency', '4', ...FAST], {
+    const started = background(['run', 'edit.csv', '--concurrency', '4', ...FAST_POLL_FLAGS], {
       cwd: env.dir,
       env: cliSettings(env),
     });
@@ -150,9 +152,9 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
     await jobsMade(env, 4, started.output);
     rows[1] = ['e2', `${rows[1]![1]}, in the rain`];
     await writeCsv(env, 'edit.csv', rows);
-    const edited = await run(env, 'edit.csv');
+    const edited = await runIn(env, 'edit.csv');
     console.log(`edited while running: ${env.sim.stats().jobsCreated} jobs for 4 + 4 rows`);
-    expect(edited.code, output(edited)).toBe(0);
+    expect(edited.code, exitAndOutput(edited)).toBe(0);
     expect(edited.stderr).toContain(`${old} was started from ${join(env.dir, 'edit.csv')} before it changed`);
     expect(edited.stderr).toContain(`vidbatch cancel ${old}`);
     expect(edited.stdout).toContain('4 succeeded, 0 failed of 4');
@@ -169,8 +171,8 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
       ['t2', prompt],
       ['t3', prompt],
     ]);
-    const first = await run(env, 'three.csv', '--download', 'dl');
-    expect(first.code, output(first)).toBe(0);
+    const first = await runIn(env, 'three.csv', '--download', 'dl');
+    expect(first.code, exitAndOutput(first)).toBe(0);
     expect(env.sim.stats().jobsCreated).toBe(3);
     expect(new Set((await manifestOf(first)).map((r) => r.jobId)).size).toBe(3);
 
@@ -180,8 +182,8 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
       ['x3', prompt],
       ['x4', prompt],
     ]);
-    const second = await run(env, 'more.csv', '--download', 'dl');
-    expect(second.code, output(second)).toBe(0);
+    const second = await runIn(env, 'more.csv', '--download', 'dl');
+    expect(second.code, exitAndOutput(second)).toBe(0);
     console.log(`three takes, then a file with them: ${env.sim.stats().jobsCreated} jobs`);
     expect(env.sim.stats().jobsCreated).toBe(4);
     const byRow = new Map((await manifestOf(second)).map((r) => [r.rowId, r]));
@@ -195,8 +197,15 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
       ['f1', prompt],
       ['f2', prompt],
     ]);
-    const fresh = await cli(env, ['run', 'fresh.csv', '--fresh', '--download', 'dl', ...FAST]);
-    expect(fresh.code, output(fresh)).toBe(0);
+    const fresh = await vidbatchIn(env, [
+      'run',
+      'fresh.csv',
+      '--fresh',
+      '--download',
+      'dl',
+      ...FAST_POLL_FLAGS,
+    ]);
+    expect(fresh.code, exitAndOutput(fresh)).toBe(0);
     expect(env.sim.stats().jobsCreated).toBe(6);
     expect((await manifestOf(fresh)).filter((r) => r.reusedFrom)).toEqual([]);
   });

@@ -50,17 +50,23 @@ describe('terminalLine', () => {
   });
 });
 
+/** A sink at the default levels whose terminal lines are collected. */
+function terminalAndFile(cwd: string) {
+  const shown: string[] = [];
+  const sink = createLogSink({
+    terminalLevel: 'WARN',
+    fileLevel: 'INFO',
+    name: 'run',
+    cwd,
+    write: (l) => shown.push(l),
+  });
+  return { sink, shown };
+}
+
 describe('createLogSink', () => {
   it('writes every entry to the file, and readable lines at the terminal level with one pointer to the file', async () => {
     const cwd = await mkdtemp(join(tmpdir(), 'vidbatch-logs-'));
-    const shown: string[] = [];
-    const sink = createLogSink({
-      terminalLevel: 'WARN',
-      fileLevel: 'INFO',
-      name: 'run',
-      cwd,
-      write: (l) => shown.push(l),
-    });
+    const { sink, shown } = terminalAndFile(cwd);
     sink.log(entry('Worker state changed', { state: 'RUNNING' }, 'INFO'));
     const error = ApplicationFailure.create({ message: 'boom' });
     sink.log(entry('Activity failed', { ...activityMeta, error }));
@@ -77,14 +83,7 @@ describe('createLogSink', () => {
   it('falls back to the terminal when the file cannot be written', async () => {
     const cwd = await mkdtemp(join(tmpdir(), 'vidbatch-logs-'));
     await writeFile(join(cwd, '.vidbatch'), 'a file where the folder should be');
-    const shown: string[] = [];
-    const sink = createLogSink({
-      terminalLevel: 'WARN',
-      fileLevel: 'INFO',
-      name: 'run',
-      cwd,
-      write: (l) => shown.push(l),
-    });
+    const { sink, shown } = terminalAndFile(cwd);
     sink.log(entry('Activity failed', { ...activityMeta, error: new Error('boom') }));
     expect(shown[0]).toMatch(/cannot write the log file .*logging to the terminal only/);
     expect(shown.join('')).toContain('boom');
@@ -92,14 +91,7 @@ describe('createLogSink', () => {
 
   it('shows a repeated Rust-core line once a minute on the terminal, and every one in the file', async () => {
     const cwd = await mkdtemp(join(tmpdir(), 'vidbatch-logs-'));
-    const shown: string[] = [];
-    const sink = createLogSink({
-      terminalLevel: 'WARN',
-      fileLevel: 'INFO',
-      name: 'run',
-      cwd,
-      write: (l) => shown.push(l),
-    });
+    const { sink, shown } = terminalAndFile(cwd);
     const core = (seconds: number, message = 'tcp connect error') => ({
       level: 'WARN' as const,
       message,
