@@ -46,6 +46,12 @@ export interface EnhanceResult {
  */
 export const ENHANCE_MAX_ATTEMPTS = 5;
 
+/**
+ * Attempts a rewrite may spend on 429s (each waited out as its Retry-After says) before the row ends
+ * `enhance_failed`: a gateway that never has room for a chat call must not hold a row for ever.
+ */
+export const ENHANCE_MAX_RATE_LIMITED_ATTEMPTS = 30;
+
 /** The messages of a rewrite: the instructions, then the prompt as the user wrote it. */
 export function rewriteMessages(enhance: EnhanceOptions, prompt: string) {
   return [
@@ -90,7 +96,13 @@ export function createEnhanceActivities(gateway: GatewayClient, outRoot = 'out',
         if (err instanceof NotSentError) throw notSent(err);
         countGatewayError(err, 'chat', gateway);
         const requestId = err instanceof GatewayError ? err.requestId : undefined;
-        const transient = !(err instanceof RateLimitError) && !keyRefused(err);
+        const limited = err instanceof RateLimitError;
+        if (limited && ctx.info.attempt >= ENHANCE_MAX_RATE_LIMITED_ATTEMPTS)
+          throw enhanceFailed(
+            `the gateway answered 429 to the prompt's rewrite ${ctx.info.attempt} times; last: ${err.message}`,
+            requestId ? { requestId } : {},
+          );
+        const transient = !limited && !keyRefused(err);
         if (transient && ctx.info.attempt >= ENHANCE_MAX_ATTEMPTS)
           throw enhanceFailed(
             `the prompt's rewrite failed ${ctx.info.attempt} times; last: ${err instanceof Error ? err.message : String(err)}`,

@@ -1,12 +1,18 @@
 // The pure parts of prompt enhancement: reading a chat answer, the kept rewrites' keys and files, and the
 // request key of a row to be rewritten.
 import { mkdtemp, readdir, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { ApplicationFailure } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { describe, expect, it } from 'vitest';
+import { createEnhanceActivities, ENHANCE_MAX_RATE_LIMITED_ATTEMPTS } from '../../src/activities/enhance';
 import { DEFAULT_ENHANCE_INSTRUCTIONS, DEFAULT_ENHANCE_MODEL } from '../../src/contract/enhance';
 import type { PromptRow } from '../../src/contract/rows';
 import { readChatAnswer } from '../../src/gateway/chat';
+import { GatewayClient } from '../../src/gateway/client';
 import { assignRequestKeys } from '../../src/input/request-key';
 import { readRewrite, rewriteKey, rewritePath, writeRewrite } from '../../src/results/enhance-cache';
 import { simulatedRewrite } from '../../src/simulator/chat-route';
@@ -99,5 +105,45 @@ describe('request keys of rows to be rewritten', () => {
     assignRequestKeys(reviewed, settings);
     assignRequestKeys(sentAsIs);
     expect(reviewed[0]!.request).toBe(sentAsIs[0]!.request);
+  });
+});
+
+describe('enhancePrompt on a gateway that always answers 429', () => {
+  it('is retried after the Retry-After, and ends the row enhance_failed once its 429 attempts are spent', async () => {
+    let calls = 0;
+    const server = createServer((_req, res) => {
+      calls += 1;
+      res.writeHead(429, { 'retry-after': '0', 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: 'slow down' } }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const gateway = new GatewayClient({
+        baseUrl: `http://127.0.0.1:${port}/v1`,
+        apiKey: () => 'sk-test',
+        timeoutMs: 5000,
+      });
+      const outRoot = await mkdtemp(join(tmpdir(), 'vidbatch-enhance-'));
+      const activities = createEnhanceActivities(gateway, outRoot);
+      const input = { batchId: 'batch-0123456789abcdef', rowId: 'r1', prompt: 'a fox', enhance: settings };
+      const failure = (attempt: number) =>
+        new MockActivityEnvironment({ attempt })
+          .run((i: typeof input) => activities.enhancePrompt(i), input)
+          .then(
+            () => undefined,
+            (err: unknown) => err as ApplicationFailure,
+          );
+      const early = await failure(2);
+      expect(early?.nonRetryable).toBeFalsy();
+      const last = await failure(ENHANCE_MAX_RATE_LIMITED_ATTEMPTS);
+      expect(last?.type).toBe('EnhanceFailed');
+      expect(last?.nonRetryable).toBe(true);
+      expect(last?.message).toMatch(/answered 429 to the prompt's rewrite 30 times/);
+      expect(calls).toBe(2);
+      expect(await readdir(outRoot)).toEqual([]); // nothing kept for a rewrite that never came
+    } finally {
+      server.close();
+    }
   });
 });
