@@ -26,6 +26,12 @@ const o = new Command('chaos')
   .addOption(new Option('--prompts <n>', 'prompts').argParser(Number).default(500))
   .addOption(new Option('--kills <n>', 'worker SIGKILLs').argParser(Number).default(5))
   .addOption(new Option('--seed <n>', 'fault dice').argParser(Number).default(11))
+  .addOption(
+    new Option(
+      '--give-up-after <s>',
+      'a batch not ended by then fails the run, with its progress, the events and the worker log',
+    ).argParser(Number),
+  )
   .addOption(new Option('--idempotency', 'the simulator honours Idempotency-Key (default: ignores it)'))
   .addOption(
     new Option('--on-unknown-submit <policy>', 'resend or fail')
@@ -37,6 +43,7 @@ const o = new Command('chaos')
     prompts: number;
     kills: number;
     seed: number;
+    giveUpAfter?: number;
     idempotency?: boolean;
     onUnknownSubmit: 'resend' | 'fail';
   }>();
@@ -101,6 +108,38 @@ const { handle, batchId } = await startBatch(session, csv, {
 });
 let done = false;
 const result = handle.result().finally(() => (done = true));
+// A run that never ends says where it stood, instead of being killed from outside with nothing to show.
+const giveUp =
+  o.giveUpAfter &&
+  setTimeout(() => {
+    void (async () => {
+      console.log(`FAIL the batch did not end within ${o.giveUpAfter} s`);
+      console.log(`progress: ${JSON.stringify(await getProgress(handle).catch((e: unknown) => String(e)))}`);
+      for (const e of events) console.log(`  ${e}`);
+      // What each prompt still running waits on: its pending activities and its last events.
+      for await (const wf of client.workflow.list({
+        query: `BatchId = '${batchId}' AND WorkflowType = 'promptWorkflow' AND ExecutionStatus = 'Running'`,
+      })) {
+        const handle = client.workflow.getHandle(wf.workflowId);
+        const described = await handle.describe();
+        const pending = described.raw.pendingActivities?.map((a) => ({
+          type: a.activityType?.name,
+          state: a.state,
+          attempt: a.attempt,
+          lastFailure: a.lastFailure?.message,
+          scheduled: a.scheduledTime?.seconds?.toString(),
+          nextAttempt: a.nextAttemptScheduleTime?.seconds?.toString(),
+        }));
+        const history = await handle.fetchHistory();
+        const last = (history.events ?? []).slice(-6).map((e) => e.eventType);
+        console.log(`${wf.workflowId}: pending ${JSON.stringify(pending)}; last events ${JSON.stringify(last)}`);
+      }
+      const workerLog = await readFile(logFile, 'utf8').catch(() => '');
+      console.log(`worker log (last 40 lines):\n${workerLog.split('\n').slice(-40).join('\n')}`);
+      worker?.kill('SIGKILL');
+      process.exit(1);
+    })();
+  }, o.giveUpAfter * 1000);
 
 // The chaos: kills at random moments, one server restart, and 429 bursts on their own clock.
 const events: string[] = [];
@@ -139,6 +178,7 @@ for (let kill = 1; kill <= o.kills && !done; kill++) {
   startWorker();
 }
 const final = await result;
+if (giveUp) clearTimeout(giveUp);
 await operator;
 clearInterval(bursts);
 const makespan = (Date.now() - started) / 1000;

@@ -16,6 +16,9 @@ import { downloadFailed } from './to-failure';
  * `outRoot`: the root under which each batch gets `<outRoot>/<batchId>/` unless it names its own folder.
  * `roots`: where manifests and videos may be written (activities/paths.ts); undefined: anywhere.
  */
+/** How often a running download heartbeats (well inside the 30 s heartbeat timeout the prompt workflow gives it). */
+const DOWNLOAD_HEARTBEAT_MS = 5_000;
+
 export function createOutputActivities(outRoot: string, roots?: PathRoots) {
   return {
     async downloadVideo({
@@ -39,6 +42,10 @@ export function createOutputActivities(outRoot: string, roots?: PathRoots) {
       /** The largest file accepted (absent: DEFAULT_MAX_VIDEO_BYTES). */
       maxBytes?: number;
     }): Promise<DownloadedVideo & { verification: Verification }> {
+      // Alive while it runs: a worker that dies mid-download is noticed within the heartbeat timeout, and the
+      // download goes on elsewhere, instead of holding its row for the whole start-to-close timeout.
+      const ctx = Context.current();
+      const beat = setInterval(() => ctx.heartbeat(), DOWNLOAD_HEARTBEAT_MS);
       try {
         // Without `dir` the video goes where the batch's manifest goes, so the out roots allow it.
         if (dir === undefined && outDir === undefined && !batchId)
@@ -58,6 +65,8 @@ export function createOutputActivities(outRoot: string, roots?: PathRoots) {
       } catch (err) {
         if (err instanceof DownloadError) throw downloadFailed(err);
         throw err;
+      } finally {
+        clearInterval(beat);
       }
     },
 

@@ -2,7 +2,7 @@
 // share (the session they need, --detach rules, progress, Ctrl-C, the summary and the exit code).
 import { dirname } from 'node:path';
 import type { PathRoots } from '../activities/paths';
-import { CancelledFailure, WorkflowFailedError } from '@temporalio/client';
+import { CancelledFailure, isGrpcServiceError, WorkflowFailedError } from '@temporalio/client';
 import { pollsHeldUntil } from '../client/batch-status';
 import type { StartedBatch } from '../client/batches';
 import type { BatchProgress } from '../contract/progress';
@@ -65,6 +65,23 @@ export interface FollowInTerminal {
   prices?: Prices;
 }
 
+/** gRPC's UNAVAILABLE: the server cannot be reached at all (as opposed to an answer that refuses). */
+const UNAVAILABLE = 14;
+
+/** Whether `err`, or what caused it, is the server being unreachable. */
+function serverGone(err: unknown): boolean {
+  for (let e = err; e; e = (e as { cause?: unknown }).cause)
+    if (isGrpcServiceError(e) && Number(e.code) === UNAVAILABLE) return true;
+  return false;
+}
+
+/** The innermost message of an error chain, first line only. */
+function rootMessage(err: unknown): string {
+  let e = err;
+  while (e instanceof Error && e.cause instanceof Error) e = e.cause;
+  return (e instanceof Error ? e.message : String(e)).split('\n')[0]!;
+}
+
 /** Starts or attaches, then follows with a progress view; prints the summary and sets the exit code. */
 export async function followInTerminal(session: Session, f: FollowInTerminal): Promise<void> {
   const abort = new AbortController();
@@ -98,6 +115,16 @@ export async function followInTerminal(session: Session, f: FollowInTerminal): P
       },
       onProgress: (p) => view.update(withPollHold(p.batchId, p)),
     }).catch((err: unknown) => {
+      // The server went away (its process ended, the machine lost it): one line, and what to do.
+      if (serverGone(err)) {
+        view.stop();
+        console.error(
+          `\nThe Temporal server this command used stopped answering (${rootMessage(err)}). ${batchId} is durable: ` +
+            'once a server is up again (`vidbatch server` here, or the same TEMPORAL_ADDRESS), run the same command to follow it.',
+        );
+        process.exitCode = EXIT.error;
+        return undefined;
+      }
       // Cancelled from another shell (`vidbatch cancel`): told plainly, not as a stack of Temporal errors.
       if (!(err instanceof WorkflowFailedError && err.cause instanceof CancelledFailure)) throw err;
       console.error(

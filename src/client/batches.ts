@@ -282,6 +282,9 @@ export async function followBatch(
   const result = handle.client
     .withAbortSignal(stopFollowing.signal, () => handle.result())
     .finally(() => (done = true));
+  // Handled here too: when a progress read throws first (the server went away), this rejection must not be
+  // left unhandled, which would end the process with a stack trace instead of the caller's message.
+  result.catch(() => undefined);
   while (!done && !signal?.aborted) {
     const p = await getProgress(handle);
     if (p) onProgress(p);

@@ -38,10 +38,13 @@ const HIDDEN = new Set([
 ]);
 
 /**
- * The Rust core repeats a line while a condition lasts (a server it cannot reach: one line per connection
- * attempt): the terminal shows each distinct core message once per this many ms; the file keeps every one.
+ * The Rust core repeats itself while a condition lasts (a server it cannot reach: a line per call and retry,
+ * each worded a little differently): the terminal shows at most one core line per this many ms, shortened;
+ * the file keeps every one.
  */
 export const CORE_REPEAT_MS = 60_000;
+/** The most of a core line the terminal shows (its error chains run to several hundred characters). */
+const CORE_LINE_CHARS = 160;
 
 function timeOf(entry: LogEntry): Date {
   return new Date(Number(entry.timestampNanos / 1_000_000n));
@@ -76,6 +79,10 @@ export function terminalLine(entry: LogEntry): string | undefined {
   const { message, meta = {} } = entry;
   if (FILE_ONLY.some((re) => re.test(message))) return undefined;
   const clock = timeOf(entry).toTimeString().slice(0, 8);
+  if (meta.sdkComponent === 'core') {
+    const text = message.split('\n')[0]!;
+    return `${clock} Temporal core: ${text.length > CORE_LINE_CHARS ? `${text.slice(0, CORE_LINE_CHARS)}...` : text}`;
+  }
   const row = rowOf(meta.workflowId);
   const who = row !== undefined ? `row ${row}: ` : '';
   if (message === 'Activity failed' && typeof meta.activityType === 'string') {
@@ -120,13 +127,12 @@ export function createLogSink(options: LogSinkOptions): { log: (entry: LogEntry)
   let fileBroken = false;
   let fileMade = false;
   let pointed = false;
-  const coreShown = new Map<string, number>();
+  let coreShownAt: number | undefined;
   const repeatedCore = (entry: LogEntry): boolean => {
     if (entry.meta?.sdkComponent !== 'core') return false;
     const at = Number(entry.timestampNanos / 1_000_000n);
-    const last = coreShown.get(entry.message);
-    if (last !== undefined && at - last < CORE_REPEAT_MS) return true;
-    coreShown.set(entry.message, at);
+    if (coreShownAt !== undefined && at - coreShownAt < CORE_REPEAT_MS) return true;
+    coreShownAt = at;
     return false;
   };
   const atLeast = (level: LogLevel, floor: LogLevel) => SEVERITY.indexOf(level) >= SEVERITY.indexOf(floor);

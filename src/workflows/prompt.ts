@@ -276,6 +276,8 @@ class PromptRun {
   > {
     const { downloadVideo } = proxyActivities<Activities>({
       startToCloseTimeout: '10m',
+      // A worker that dies mid-download is noticed here, not after the 10 minutes.
+      heartbeatTimeout: '30s',
       retry: RETRY_POLICIES.downloadVideo,
     });
     try {

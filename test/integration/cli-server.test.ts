@@ -113,6 +113,33 @@ describe('vidbatch server in the folder', () => {
   });
 });
 
+describe('a run whose server goes away', () => {
+  it('says so in one line, with how to go on, and exits 1', async () => {
+    const dir = await folder();
+    const sim = await simulator({ jobSeconds: 120 });
+    const server = background(['server'], { cwd: dir });
+    cleanups.push(() => server.stop());
+    await server.waitFor(/Temporal gRPC address: (\S+)/);
+    await writeVbenchCsv(join(dir, 'p.csv'), 3);
+    const run = background(['run', 'p.csv', ...FAST], { cwd: dir, env: gatewayEnv(sim) });
+    cleanups.push(() => run.stop());
+    await run.waitFor(/Started batch (batch-[0-9a-f]{16})/);
+    await server.stop(); // Ctrl-C in the server's terminal
+
+    const ended = await run.done;
+    expect(ended.code, ended.stderr).toBe(1);
+    expect(ended.stderr).toMatch(
+      /The Temporal server this command used stopped answering \(.+\)\. batch-[0-9a-f]{16} is durable: once a server is up again/,
+    );
+    // The core's connection errors are in the log file; the terminal shows each at most once a minute.
+    const connectLines = ended.stderr
+      .split('\n')
+      .filter((l) => /tcp connect error|Connection refused/i.test(l));
+    expect(connectLines.length).toBeLessThanOrEqual(2);
+    expect(ended.stderr).not.toMatch(/^\s+at /m); // no stack trace
+  }, 180_000);
+});
+
 describe('vidbatch retry-failed on the embedded server', () => {
   it('runs a worker and follows the new batch like run: progress, summary, exit code', async () => {
     const dir = await folder();

@@ -40,10 +40,14 @@ describe('benchmark and chaos harnesses (smoke)', () => {
 
   it('chaos passes its checks after a worker kill and a server restart', async () => {
     // On a failure, what chaos printed (its checks, faults and events) is the assertion's message.
-    const { stdout, failed } = await run(TSX, ['bench/chaos.ts', '--prompts', '40', '--kills', '2'], {
-      cwd: ROOT,
-      timeout: 150_000,
-    }).then(
+    const { stdout, failed } = await run(
+      TSX,
+      ['bench/chaos.ts', '--prompts', '40', '--kills', '2', '--give-up-after', '120'],
+      {
+        cwd: ROOT,
+        timeout: 150_000,
+      },
+    ).then(
       ({ stdout }) => ({ stdout, failed: '' }),
       (err: { stdout?: string; stderr?: string; message: string }) => ({
         stdout: err.stdout ?? '',

@@ -89,23 +89,28 @@ describe('createLogSink', () => {
     expect(shown.join('')).toContain('boom');
   });
 
-  it('shows a repeated Rust-core line once a minute on the terminal, and every one in the file', async () => {
+  it('shows at most one Rust-core line a minute on the terminal, shortened, and every one in the file', async () => {
     const cwd = await mkdtemp(join(tmpdir(), 'vidbatch-logs-'));
     const { sink, shown } = terminalAndFile(cwd);
-    const core = (seconds: number, message = 'tcp connect error') => ({
+    const core = (seconds: number, message: string) => ({
       level: 'WARN' as const,
       message,
       meta: { sdkComponent: 'core', target: 'temporal_client::retry', spanContexts: [] },
       timestampNanos: at + BigInt(seconds) * 1_000_000_000n,
     });
-    for (const s of [0, 1, 2, 30]) sink.log(core(s));
-    sink.log(core(3, 'another core warning'));
-    sink.log(core(61));
+    const long = `gRPC call poll_workflow_task_queue retried 5 times (error=${'tcp connect error '.repeat(20)})`;
+    sink.log(core(0, long));
+    for (const s of [1, 2, 30]) sink.log(core(s, `gRPC call describe_task_queue retried ${s} times`));
+    sink.log(core(61, 'gRPC call poll_activity_task_queue retried 9 times'));
     const lines = shown.filter((l) => !l.includes('full details'));
-    expect(lines).toHaveLength(3);
-    expect(lines[0]).toMatch(/^\d\d:\d\d:\d\d tcp connect error\n$/);
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(
+      /^\d\d:\d\d:\d\d Temporal core: gRPC call poll_workflow_task_queue retried 5 times .*\.\.\.\n$/,
+    );
+    expect(lines[0]!.length).toBeLessThan(200);
+    expect(lines[1]).toContain('Temporal core: gRPC call poll_activity_task_queue retried 9 times');
     expect(lines.join('')).not.toContain('spanContexts');
     const file = await readFile(sink.path, 'utf8');
-    expect(file.match(/WARN tcp connect error/g)).toHaveLength(5);
+    expect(file.match(/WARN gRPC call/g)).toHaveLength(5);
   });
 });
