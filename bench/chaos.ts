@@ -132,7 +132,9 @@ const giveUp =
         }));
         const history = await handle.fetchHistory();
         const last = (history.events ?? []).slice(-6).map((e) => e.eventType);
-        console.log(`${wf.workflowId}: pending ${JSON.stringify(pending)}; last events ${JSON.stringify(last)}`);
+        console.log(
+          `${wf.workflowId}: pending ${JSON.stringify(pending)}; last events ${JSON.stringify(last)}`,
+        );
       }
       const workerLog = await readFile(logFile, 'utf8').catch(() => '');
       console.log(`worker log (last 40 lines):\n${workerLog.split('\n').slice(-40).join('\n')}`);
