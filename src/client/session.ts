@@ -195,6 +195,9 @@ async function localServer(
 }> {
   const dbFile = env.VIDBATCH_DB_FILE ?? DEFAULT_DB_FILE;
   const owner: LocalServerOwner = mode === 'operator' ? 'operator' : 'run';
+  // Marked before looking: an owner that is closing looks for users only after it stopped showing its address,
+  // so a process that saw the address is always seen (waitForServerUsers).
+  cleanups.push(await useLocalServer());
   for (;;) {
     const local = await findLocalServer(60_000, log);
     if (local?.address) {
@@ -204,8 +207,6 @@ async function localServer(
         );
       if (mode !== 'operator')
         log(`Using the vidbatch dev server already running at ${local.address} (pid ${local.pid})`);
-      const unmark = await useLocalServer();
-      cleanups.push(unmark);
       return {
         connectionOptions: { address: local.address },
         uiUrl: local.uiUrl,
@@ -227,19 +228,27 @@ async function localServer(
     await forgetLocalServer();
     throw err;
   }
-  cleanups.push(async () => {
-    await waitForServerUsers();
-    // Stop first: the claim is released only once the database is closed.
-    await server.stop();
-    await forgetLocalServer();
-  });
-  await recordLocalServer({
+  const info = {
     pid: process.pid,
     owner,
     address: server.address,
     ...(server.uiUrl ? { uiUrl: server.uiUrl } : {}),
     dbFile,
+  };
+  cleanups.push(async () => {
+    for (;;) {
+      await waitForServerUsers();
+      // Closing: the record loses its address (others wait instead of connecting), then one more look for a
+      // process that found the address just before; if there is one, the server stays up for it.
+      await recordLocalServer({ pid: process.pid, owner, dbFile });
+      if ((await localServerUsers()).length === 0) break;
+      await recordLocalServer(info);
+    }
+    // Stop first: the claim is released only once the database is closed.
+    await server.stop();
+    await forgetLocalServer();
   });
+  await recordLocalServer(info);
   return { connectionOptions: { address: server.address }, uiUrl: server.uiUrl, kind: 'embedded' };
 }
 

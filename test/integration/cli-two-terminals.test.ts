@@ -33,15 +33,16 @@ describe('two terminals in one folder', () => {
     const tag = randomUUID().slice(0, 8);
     const tryPrompts = await csv(dir, 'try.csv', `a try-out lighthouse ${tag}`, 8);
     const realPrompts = await csv(dir, 'real.csv', `a paid harbour scene ${tag}`, 8);
-    // The "paid" gateway: its own simulator and key; its jobs outlast the try-out's.
+    // The "paid" gateway: its own simulator and key. Its jobs (30 s) outlast the try-out's (15 s), which are
+    // long enough that the try-out still runs when the real run starts, even on a loaded machine.
     other = await startSimulator({
       apiKeys: ['sk-the-paid-gateway-key'],
-      jobSeconds: 6,
+      jobSeconds: 30,
       jobJitterSeconds: 1,
     });
 
     // The try-out starts first, so it owns the folder's embedded server; the real run uses that server.
-    const tryOut = background(['run', 'try.csv', '--simulate', '--sim-job-seconds', '1', ...FAST], {
+    const tryOut = background(['run', 'try.csv', '--simulate', '--sim-job-seconds', '15', ...FAST], {
       cwd: dir,
     });
     await tryOut.waitFor(/Started batch batch-[0-9a-f]{16}/, 120_000);
