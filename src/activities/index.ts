@@ -5,6 +5,7 @@ import { createEnhanceActivities } from './enhance';
 import { createJobActivities } from './jobs';
 import { createOutputActivities } from './outputs';
 import type { PathRoots } from './paths';
+import { createPromptActivities } from './prompts';
 import { createRateBudgetActivities } from './rate-budget';
 import { createRowActivities } from './rows';
 
@@ -16,7 +17,7 @@ export interface ActivityDeps {
   roots?: PathRoots;
 }
 
-/** readRows, enhancePrompt, submitJob, checkJob, pollJob, downloadVideo, recordResults. */
+/** readRows, enhancePrompt, submitJob, checkJob, pollJob, downloadVideo, recordResults, endedPrompts. */
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createRowActivities(deps.outRoot, deps.roots),
@@ -24,6 +25,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createEnhanceActivities(deps.gateway, deps.outRoot, deps.roots),
     ...createOutputActivities(deps.outRoot, deps.roots),
     ...createRateBudgetActivities(),
+    ...createPromptActivities(),
   };
 }
 

@@ -1,7 +1,7 @@
 // Batch-option flags that `run` and `retry-failed` share (window, poll schedule, job deadline, spend safety,
 // rate budget, verification), and the StartBatchOptions they make. No environment variable sets a batch
 // option: a re-run of a CSV does what its command line says, whatever the shell has exported.
-import { type Command, Option } from 'commander';
+import { type Command, InvalidArgumentError, Option } from 'commander';
 import type { StartBatchOptions } from '../client/batches';
 import {
   DEFAULT_BATCH_OPTIONS,
@@ -10,13 +10,19 @@ import {
   DEFAULT_PAUSE_AFTER_UNKNOWN,
   DEFAULT_SUBMIT_TIMEOUT_MS,
   DEFAULT_UNREACHABLE_PAUSE_MS,
+  concurrencyProblem,
   type VerifyMode,
 } from '../contract/batch-options';
 import { GROUP } from './help-groups';
 import { fraction, numberIn, positive, positiveSeconds, seconds, wholeNumber } from './support';
 
 /** The window: what the setConcurrency update accepts too (BatchState.checkConcurrency). */
-const windowSize = numberIn({ whole: true, min: 1, max: 10_000 });
+export function windowSize(value: string): number {
+  const n = value.trim() === '' ? NaN : Number(value);
+  const problem = concurrencyProblem(n);
+  if (problem) throw new InvalidArgumentError(problem);
+  return n;
+}
 
 /** A priority: a whole number from 1 to 5. */
 const oneToFive = numberIn({ whole: true, min: 1, max: 5 });

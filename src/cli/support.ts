@@ -38,7 +38,7 @@ function describe({ whole, min, above, max }: Range): string {
 
 /**
  * The one way numeric flags are read: a parser that refuses anything outside its range. Commander reports a
- * refusal as "option '--concurrency <n>' argument '0' is invalid. must be a whole number from 1 to 10000"
+ * refusal as "option '--page-size <n>' argument '0' is invalid. must be a whole number >= 1"
  * (or "value '70000' from env 'VIDBATCH_REVIEW_PORT'"), and the program exits 2 before anything starts.
  */
 export function numberIn(range: Range): (value: string) => number {

@@ -14,10 +14,10 @@ import proto from '@temporalio/proto';
 import { progressQuery } from '../contract/messages';
 import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
 import type { BatchInput, BatchResult } from '../contract/batch';
-import { DEFAULT_BATCH_OPTIONS, type BatchOptions } from '../contract/batch-options';
+import { DEFAULT_BATCH_OPTIONS, concurrencyProblem, type BatchOptions } from '../contract/batch-options';
 import type { BatchProgress } from '../contract/progress';
 import { loadWorkerSettings } from '../config';
-import { OtherVersionBatchError, UnservedBatchError } from '../errors';
+import { ConfigError, OtherVersionBatchError, UnservedBatchError } from '../errors';
 import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
 import { failedRowsCsv, retryCsvPath, type LeftOut } from '../results/export';
 import { findManifest } from './batch-status';
@@ -204,6 +204,8 @@ export async function startBatch(
   };
   // --no-download given to a batch that had a download root: no root is left to suggest otherwise.
   if (batchOptions.download === false) delete batchOptions.downloadDir;
+  const windowProblem = concurrencyProblem(batchOptions.concurrency);
+  if (windowProblem) throw new ConfigError(`--concurrency ${windowProblem}`);
   if (before) {
     const changed = changedOptions(before.options, batchOptions);
     log(

@@ -1,7 +1,9 @@
 // A re-run of a closed batch (same CSV, same batch id): what the earlier run was started with, and the wait a
-// terminated run needs before anything is sent again. A terminated batch's prompts end at once, but a submit
-// already on the wire goes on in its worker until the gateway answers (at most the submit timeout) and only
-// then journals its job id; a re-run that read the journal before that would pay for the row again.
+// terminated run needs before anything is sent again. Prompts outlive their batch's run (the window slides
+// across continue-as-new), so a terminated batch's prompts are terminated here, before its re-run starts them
+// again. A submit already on the wire goes on in its worker until the gateway answers (at most the submit
+// timeout) and only then journals its job id; a re-run that read the journal before that would pay for the
+// row again.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
@@ -36,11 +38,13 @@ export async function waitForTerminatedSubmits(
   journalDir?: string,
 ): Promise<number> {
   if (previous.status.name !== 'TERMINATED' || !previous.closeTime) return 0;
-  const until = previous.closeTime.getTime() + submitTimeoutMs;
+  const ended = await terminatePrompts(client, batchId);
+  const until = Math.max(previous.closeTime.getTime(), ended) + submitTimeoutMs;
   if (until <= Date.now()) return 0;
   const submitting = new Map<string, number>(); // row id -> when its prompt started
   for await (const prompt of client.workflow.list({
-    query: `BatchId = '${batchId}' AND WorkflowType = 'promptWorkflow' AND VidbatchState = 'submitting' AND ExecutionStatus = 'Terminated'`,
+    // Not by ExecutionStatus: the prompts terminated just now may not read as terminated yet.
+    query: `BatchId = '${batchId}' AND WorkflowType = 'promptWorkflow' AND VidbatchState = 'submitting'`,
   }))
     submitting.set(
       prompt.workflowId.slice(prompt.workflowId.lastIndexOf('/') + 1),
@@ -68,4 +72,22 @@ export async function waitForTerminatedSubmits(
     left = await unjournalled();
   }
   return Date.now() - started;
+}
+
+/**
+ * Terminates the prompts a terminated batch left running (they were started to outlive its runs), as
+ * terminating a batch is meant to end it whole. Returns when the last was terminated (0: none was running).
+ */
+async function terminatePrompts(client: Client, batchId: string): Promise<number> {
+  let last = 0;
+  for await (const prompt of client.workflow.list({
+    query: `BatchId = '${batchId}' AND WorkflowType = 'promptWorkflow' AND ExecutionStatus = 'Running'`,
+  })) {
+    await client.workflow
+      .getHandle(prompt.workflowId)
+      .terminate('its batch was terminated; the re-run starts this row again')
+      .catch(() => undefined); // it ended meanwhile
+    last = Date.now();
+  }
+  return last;
 }

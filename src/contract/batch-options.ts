@@ -86,6 +86,21 @@ export interface BatchOptions {
   enhance?: EnhanceOptions;
 }
 
+/**
+ * The widest window: a Temporal server refuses more than 2,000 pending child workflows, cancel requests or
+ * signals per workflow run by default (`limit.numPendingChildExecutions.error` and its siblings), and a batch
+ * cancel asks every prompt in flight at once.
+ */
+export const MAX_CONCURRENCY = 2000;
+
+/** Why a window is refused, naming the server's limit. */
+export function concurrencyProblem(n: number): string | undefined {
+  if (!Number.isInteger(n) || n < 1) return 'must be a whole number of at least 1';
+  if (n > MAX_CONCURRENCY)
+    return `must be at most ${MAX_CONCURRENCY}: a Temporal server accepts at most ${MAX_CONCURRENCY} pending child workflows per workflow (limit.numPendingChildExecutions.error)`;
+  return undefined;
+}
+
 /** What a prompt does after a submit whose outcome is unknown (it may have created a billed job). */
 export type UnknownSubmitPolicy = 'resend' | 'fail';
 

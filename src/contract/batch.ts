@@ -1,6 +1,7 @@
 // The batch workflow's input, what it carries across continue-as-new, and its result. Imported by workflow
 // code: no Node built-ins.
 import type { BatchOptions } from './batch-options';
+import type { PromptResult } from './prompt';
 
 export const MAX_RESULT_GROUP_BYTES = 512 * 1024;
 
@@ -42,6 +43,41 @@ export interface BatchCarry {
   unknownInARow: number;
   /** POSTs over the batch's whole life, as far as it knows (earlier runs' journal lines, reports). */
   posts: number;
+  /** The prompts still running when the run continued as new: the window slides on, it is not drained. */
+  window: WindowCarry;
+}
+
+/** The prompts in flight and what the batch knows of each, as the next run takes them over. */
+export interface WindowCarry {
+  /** Rows whose prompts run; each reports its end to the batch's current run by signal. */
+  inFlight: string[];
+  /** Of those, the ones whose first submit has not reported yet (the spend cap and the capacity gate count them). */
+  awaitingPost: string[];
+  /** Prompts waiting for `unblock` after a 401/403, or for the breaker or unreachable pause to lift. */
+  blocked: string[];
+  /** In-flight rows whose earlier runs had an unknown submit outcome. */
+  priorUnknown: string[];
+  /** Prompts sleeping for a Retry-After, and until when (epoch ms). */
+  rateLimited: [string, number][];
+  holdReason: string | null;
+  capacityGate: CapacityGateCarry | null;
+  /** Rows that finished after the last group was recorded (at most one group): recorded by the next run. */
+  results: PromptResult[];
+}
+
+/** The capacity gate's state (workflows/capacity-gate.ts); its timers are set again from the times. */
+export interface CapacityGateCarry {
+  running: string[];
+  cap: number | null;
+  waiting: string[];
+  /** Rows sleeping out a short Retry-After, and until when (epoch ms). */
+  sleeping: [string, number][];
+  probeAt: number | null;
+  probeOpen: boolean;
+  probeRow: string | null;
+  prepaid: number;
+  sends: number[];
+  sentCount: number;
 }
 
 /**

@@ -2,6 +2,7 @@
 // Node built-ins.
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { BatchProgress } from './progress';
+import type { PromptResult } from './prompt';
 
 /** Reasons a prompt can report to its batch. */
 export interface PromptBlocked {
@@ -39,3 +40,8 @@ export const promptBlockedSignal = defineSignal<[PromptBlocked]>('promptBlocked'
 export const promptSubmitOutcomeSignal = defineSignal<[PromptSubmitOutcome]>('promptSubmitOutcome');
 /** From a batch to a blocked prompt: try again. */
 export const unblockSignal = defineSignal('unblock');
+/**
+ * A prompt ended: its result, sent to the batch's current run (the run that started it may have continued as
+ * new since). The batch records it once, whichever way it learns of the end first.
+ */
+export const promptFinishedSignal = defineSignal<[PromptResult]>('promptFinished');

@@ -164,7 +164,30 @@ export interface PromptInput {
   verify: VerifyMode;
   /** Rewrite the row's prompt first (absent: send it as it is; a row with `originalPrompt` is never rewritten). */
   enhance?: EnhanceOptions;
+  /** `knownJobId` is another batch's job for this request: a result from it says whose payment it was. */
+  followedFrom?: ReusedFrom;
 }
 
 /** Code of a row whose downloaded video does not match its request (`--verify strict`); job and file are kept. */
 export const VIDEO_MISMATCH_CODE = 'video_mismatch';
+
+/** Code of a row whose prompt workflow ended without a result (it failed, or someone terminated it). */
+export const WORKFLOW_FAILED_CODE = 'workflow_failed';
+
+/** The result of a row whose prompt workflow ended without one of its own. */
+export function workflowFailedResult(row: RowFields, message: string, finishedAt: string): PromptResult {
+  return {
+    ...row,
+    status: 'failed',
+    errorCode: WORKFLOW_FAILED_CODE,
+    errorMessage: message,
+    attempts: 0,
+    polls: 0,
+    finishedAt,
+  };
+}
+
+/** A row's prompt workflow id: `<batch-id>/<row-id>`. */
+export function promptWorkflowId(batchId: string, rowId: string): string {
+  return `${batchId}/${rowId}`;
+}

@@ -20,6 +20,7 @@ const ACTIVITY_WORDS: Record<string, string> = {
   downloadVideo: 'download',
   recordResults: 'recording results',
   readRows: 'reading the CSV',
+  endedPrompts: 'look for prompts that ended unheard',
 };
 
 /** Log messages that are noise to a user (kept in the file). */

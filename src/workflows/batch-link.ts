@@ -2,6 +2,7 @@
 // waits for the batch's go (`unblock`). Time spent waiting for a go is counted in the prompt's state (it moves
 // the job's deadline). A prompt run on its own (no parent) waits only its Retry-After.
 import {
+  CancellationScope,
   condition,
   getExternalWorkflowHandle,
   isCancellation,
@@ -11,8 +12,10 @@ import {
   workflowInfo,
   type ExternalWorkflowHandle,
 } from '@temporalio/workflow';
+import type { PromptResult } from '../contract/prompt';
 import {
   promptBlockedSignal,
+  promptFinishedSignal,
   promptSubmitOutcomeSignal,
   unblockSignal,
   type PromptSubmitOutcome,
@@ -33,6 +36,18 @@ export class BatchLink {
 
   private get rowId(): string {
     return this.state.input.row.id;
+  }
+
+  /**
+   * The row ended: its result goes to the batch's current run, even from a cancelled prompt. A batch that is
+   * gone (terminated) cannot hear it; its re-run reads the jobs journal instead.
+   */
+  async ended(result: PromptResult): Promise<void> {
+    const { batch } = this;
+    if (!batch) return;
+    await CancellationScope.nonCancellable(() => batch.signal(promptFinishedSignal, result)).catch(
+      () => undefined,
+    );
   }
 
   /** 401/403: tell the batch (it pauses) and wait until it says the key was fixed. Throws when cancelled. */

@@ -7,7 +7,7 @@ import { CAPACITY_RETRY_AFTER_MS } from '../contract/failures';
 import type { PromptSubmitOutcome } from '../contract/messages';
 import { CapacityGate } from './capacity-gate';
 import type { BatchCarry, BatchCounts, BatchInput, BatchResult, PauseKind } from '../contract/batch';
-import { unreachableRetryMs } from '../contract/batch-options';
+import { concurrencyProblem, unreachableRetryMs } from '../contract/batch-options';
 import type { BatchProgress } from '../contract/progress';
 import type { PromptResult } from '../contract/prompt';
 import type { PriorOutcome } from '../contract/rows';
@@ -93,6 +93,16 @@ export class BatchState {
       pauseKind: null,
       unknownInARow: 0,
       posts: 0,
+      window: {
+        inFlight: [],
+        awaitingPost: [],
+        blocked: [],
+        priorUnknown: [],
+        rateLimited: [],
+        holdReason: null,
+        capacityGate: null,
+        results: [],
+      },
     };
     this.batchId = input.batchId;
     this.totalRows = input.totalRows;
@@ -111,6 +121,13 @@ export class BatchState {
     this.skipped = carry.skipped;
     this.reused = carry.reused;
     this.unknownSubmitRows = carry.unknownSubmitRows;
+    const { window } = carry;
+    for (const rowId of window.inFlight) this.inFlight.add(rowId);
+    for (const rowId of window.awaitingPost) this.awaitingPost.add(rowId);
+    for (const rowId of window.blocked) this.blocked.add(rowId);
+    for (const rowId of window.priorUnknown) this.priorUnknown.add(rowId);
+    for (const [rowId, until] of window.rateLimited) this.rateLimited.set(rowId, until);
+    this.holdReasonText = window.holdReason;
   }
 
   changed(): void {
@@ -118,7 +135,7 @@ export class BatchState {
   }
 
   /** Turns the capacity gate on (the workflow does, once per run; needs the `timer` effect). */
-  enableCapacityGate(): void {
+  enableCapacityGate(now: number): void {
     const { effects } = this;
     if (!effects.timer) throw new Error('the capacity gate needs a timer');
     this.capacityGate = new CapacityGate(
@@ -133,6 +150,8 @@ export class BatchState {
       this.awaitingPost,
       () => !this.allStarted(),
     );
+    const saved = this.input.carry?.window.capacityGate;
+    if (saved) this.capacityGate.restore(saved, now);
   }
 
   progress(now: number): BatchProgress {
@@ -271,8 +290,8 @@ export class BatchState {
 
   /** Throws what is wrong with a window size (the update's validator), or nothing. */
   static checkConcurrency(n: number): void {
-    if (!Number.isInteger(n) || n < 1 || n > 10_000)
-      throw new Error('concurrency must be a whole number from 1 to 10000');
+    const problem = concurrencyProblem(n);
+    if (problem) throw new Error(`concurrency ${problem}`);
   }
 
   setConcurrency(n: number): void {
@@ -419,7 +438,7 @@ export class BatchState {
     this.checkGuardRails();
   }
 
-  /** This run has started all it should: continue as new once its prompts are done. */
+  /** This run has started all it should: it continues as new, and the prompts in flight go on. */
   runFull(continueAsNewSuggested: boolean): boolean {
     return this.startedThisRun >= this.input.options.promptsPerRun || continueAsNewSuggested;
   }
@@ -444,8 +463,8 @@ export class BatchState {
     return this.nextRow >= this.totalRows || this.stoppedReason !== null;
   }
 
-  /** What the next run starts from. */
-  carry(): BatchCarry {
+  /** What the next run starts from: the counts, and the window as it is (with `results` not yet recorded). */
+  carry(results: PromptResult[]): BatchCarry {
     return {
       nextRow: this.nextRow,
       counts: this.counts,
@@ -462,6 +481,16 @@ export class BatchState {
       skipped: this.skipped,
       reused: this.reused,
       unknownSubmitRows: this.unknownSubmitRows,
+      window: {
+        inFlight: [...this.inFlight],
+        awaitingPost: [...this.awaitingPost],
+        blocked: [...this.blocked],
+        priorUnknown: [...this.priorUnknown],
+        rateLimited: [...this.rateLimited],
+        holdReason: this.holdReasonText,
+        capacityGate: this.capacityGate?.save() ?? null,
+        results,
+      },
     };
   }
 

@@ -1,21 +1,24 @@
-// The batch: reads rows page by page (through an activity), keeps at most `concurrency` prompt workflows in
-// flight, records finished prompts in groups, and continues as new after `promptsPerRun` prompts so that
-// every run's history stays small. A 429 holds back new submissions for the whole batch; a 401/403 pauses
+// The batch: reads rows page by page (through an activity), keeps `concurrency` prompt workflows in flight,
+// records finished prompts in groups, and continues as new after starting `promptsPerRun` prompts so that
+// every run's history stays small; the window slides across runs (prompts report their end by signal). A 429 holds back new submissions for the whole batch; a 401/403 pauses
 // it until an operator resumes it. The rules are in batch-state.ts and result-recorder.ts; this file turns
 // them into Temporal commands.
 import {
   ActivityFailure,
+  allHandlersFinished,
   ApplicationFailure,
   CancellationScope,
+  ChildWorkflowCancellationType,
   condition,
   isCancellation,
   continueAsNew,
-  executeChild,
   getExternalWorkflowHandle,
+  ParentClosePolicy,
   proxyActivities,
   setCurrentDetails,
   setHandler,
   sleep,
+  startChild,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -25,6 +28,7 @@ import {
   pauseSignal,
   progressQuery,
   promptBlockedSignal,
+  promptFinishedSignal,
   promptSubmitOutcomeSignal,
   resumeSignal,
   resumeUpdate,
@@ -33,7 +37,13 @@ import {
 } from '../contract/messages';
 import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
 import { MAX_RESULT_GROUP_BYTES, type BatchInput, type BatchResult } from '../contract/batch';
-import { isContentRefusal, promptSpendOptions, type PromptResult } from '../contract/prompt';
+import {
+  isContentRefusal,
+  promptSpendOptions,
+  promptWorkflowId,
+  workflowFailedResult,
+  type PromptResult,
+} from '../contract/prompt';
 import { MAX_PAGE_BYTES, rowFields, type PageRow, type PriorOutcome, type PromptRow } from '../contract/rows';
 import { BatchState } from './batch-state';
 import { promptWorkflow } from './prompt';
@@ -41,28 +51,37 @@ import { SUBMIT_UNKNOWN_CODE } from './prompt-state';
 import { progressMarkdown } from './progress-details';
 import { ResultRecorder } from './result-recorder';
 
-export function promptWorkflowId(batchId: string, rowId: string): string {
-  return `${batchId}/${rowId}`;
-}
-
 const setState = (state: string) => upsertSearchAttributes([{ key: StateAttr, value: state }]);
+
+/** How often the batch asks after the prompts an earlier run started, in case one ended unheard. */
+const CARRIED_CHECK_MS = 10 * 60_000;
+/** Prompts asked to cancel at once (a server takes at most 2,000 pending cancel requests per workflow). */
+const CANCEL_AT_ONCE = 100;
 
 export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   const { batchId, options, totalRows } = input;
   // Short timeouts: a call on a crashed worker is retried elsewhere after this long, not after minutes. The
   // retries are bounded: when they run out the batch pauses with the reason and tries again on resume.
-  const { readRows, recordResults } = proxyActivities<Activities>({
+  const { readRows, recordResults, endedPrompts } = proxyActivities<Activities>({
     startToCloseTimeout: options.activityTimeoutMs,
     retry: RETRY_POLICIES.batch,
   });
+  // Commands still on their way (child starts, signals to prompts): a run continues as new only without any.
+  const pending = { starts: 0, signals: 0 };
   // The recorder is made below; a resume signal may come before it exists.
   const late: { recorder?: ResultRecorder } = {};
   const state = new BatchState(input, Date.now(), {
     setState,
-    unblock: (rowId) =>
-      void getExternalWorkflowHandle(promptWorkflowId(batchId, rowId))
+    unblock: (rowId) => {
+      pending.signals += 1;
+      getExternalWorkflowHandle(promptWorkflowId(batchId, rowId))
         .signal(unblockSignal)
-        .catch(() => undefined), // the prompt already ended: nothing to unblock
+        .catch(() => undefined) // the prompt already ended: nothing to unblock
+        .finally(() => {
+          pending.signals -= 1;
+          state.changed();
+        });
+    },
     // Rows that could not be recorded go again once the cause was fixed.
     resumed: () => late.recorder?.retry(),
     timer: (ms, fire) =>
@@ -71,8 +90,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
         () => undefined, // cancelled with the run
       ),
   });
-  setHandlers(state);
-  state.enableCapacityGate();
+  state.enableCapacityGate(Date.now());
   const deadlineMs = state.untilDeadline(Date.now());
   if (deadlineMs !== undefined) {
     sleep(deadlineMs, { summary: 'batch deadline: no new submissions after this' }).then(
@@ -98,6 +116,34 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     },
   );
   late.recorder = recorder;
+  for (const result of input.carry?.window.results ?? []) recorder.add(result);
+
+  /** A row ended: recorded once, however the batch heard of it (the prompt's signal, its child result, a check). */
+  const finished = (result: PromptResult) => {
+    if (!state.inFlight.has(result.rowId)) return;
+    state.finished(result);
+    recorder.add(result);
+    state.changed();
+  };
+  setHandlers(state, finished);
+  const carried = new Set(input.carry?.window.inFlight ?? []);
+  if (carried.size > 0) {
+    // No run after the one that started a prompt is told when it closes; a prompt that ends without its
+    // signal (someone terminated it) would hold the batch forever. Kept through a cancel, which waits for all.
+    void CancellationScope.nonCancellable(async () => {
+      for (;;) {
+        await sleep(CARRIED_CHECK_MS, { summary: 'look for prompts of earlier runs that ended unheard' });
+        const rowIds = [...carried].filter((rowId) => state.inFlight.has(rowId));
+        if (rowIds.length === 0) return;
+        const ended = await endedPrompts
+          .executeWithOptions({ summary: `look at ${rowIds.length} prompts of earlier runs` }, [
+            { batchId, rowIds },
+          ])
+          .catch(() => []); // asked again next time
+        for (const result of ended) finished(result);
+      }
+    });
+  }
 
   const start = ({ prior, ...row }: PageRow) => {
     if (prior?.reused) {
@@ -123,30 +169,31 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
       return;
     }
     state.started(row.id, prior);
-    const followedFrom = prior?.followedFrom;
-    // A followed job that ended the row is another batch's payment: the row says whose.
-    const settled = (result: PromptResult) =>
+    const failedNow = (err: unknown) =>
       finished(
-        followedFrom && result.jobId === prior?.jobId ? { ...result, reusedFrom: followedFrom } : result,
+        workflowFailedResult(
+          rowFields(row),
+          err instanceof Error ? err.message : String(err),
+          new Date().toISOString(),
+        ),
       );
-    startPrompt(input, row, prior).then(settled, (err: unknown) =>
-      finished({
-        ...rowFields(row),
-        status: 'failed',
-        errorCode: 'workflow_failed',
-        errorMessage: err instanceof Error ? err.message : String(err),
-        attempts: 0,
-        polls: 0,
-        finishedAt: new Date().toISOString(),
-      }),
+    pending.starts += 1;
+    // Outside the run's cancellation: a cancel of the batch asks each prompt itself, and waits for its end.
+    CancellationScope.nonCancellable(() => startPrompt(input, row, prior)).then(
+      (child) => {
+        pending.starts -= 1;
+        state.changed();
+        // The prompt's own signal normally comes first; this run also hears of an end without one.
+        child.result().then(finished, failedNow);
+      },
+      (err: unknown) => {
+        pending.starts -= 1;
+        failedNow(err);
+      },
     );
   };
-  const finished = (result: PromptResult) => {
-    state.finished(result);
-    recorder.add(result);
-    state.changed();
-  };
 
+  let next: 'done' | 'continue';
   try {
     const readPage = (offset: number) =>
       readRows.executeWithOptions(
@@ -169,33 +216,53 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
           },
         ],
       );
-    await runPrompts(input, state, start, pauseWhileUnreadable(state, readPage));
+    next = await runPrompts(input, state, start, pauseWhileUnreadable(state, readPage));
   } catch (err) {
     if (!isCancellation(err)) throw err;
-    // Cancelled: keep partial results. In-flight prompts report their cancellation (with any job id),
-    // and everything finished is recorded before the batch ends as cancelled.
+    // Cancelled: keep partial results. Prompts outlive the run that started them, so each one in flight is
+    // asked to cancel; each reports its end (a submit in flight finishes, so its job id is kept), and
+    // everything finished is recorded before the batch ends as cancelled.
     await CancellationScope.nonCancellable(async () => {
       setState('cancelled');
-      // Every prompt records its outcome (a submit in flight finishes, so its job id is kept).
+      await condition(() => pending.starts === 0);
+      const rowIds = [...state.inFlight];
+      for (let i = 0; i < rowIds.length; i += CANCEL_AT_ONCE)
+        await Promise.all(
+          rowIds.slice(i, i + CANCEL_AT_ONCE).map(
+            (rowId) =>
+              getExternalWorkflowHandle(promptWorkflowId(batchId, rowId))
+                .cancel()
+                .catch(() => undefined), // it ended meanwhile: its result is on its way
+          ),
+        );
       await condition(() => state.inFlight.size === 0);
       await condition(() => !recorder.busy);
       await recorder.recordRest('record rows finished before the cancellation');
     });
     throw err;
   }
+  if (next === 'continue') {
+    // The window slides on: the prompts in flight go on and report to the next run, which takes over what is
+    // not recorded yet (at most one group).
+    for (;;) {
+      await condition(
+        () => pending.starts === 0 && pending.signals === 0 && !recorder.busy && allHandlersFinished(),
+      );
+      const results = recorder.handOver();
+      if (results) return continueAsNew<typeof batchWorkflow>({ ...input, carry: state.carry(results) });
+      // A group is being recorded now, or recording failed and waits for the batch to be resumed.
+      await condition(() => recorder.busy || !recorder.failing);
+    }
+  }
   recorder.flush(true);
   await condition(() => recorder.idle);
-
-  if (!state.allStarted()) {
-    return continueAsNew<typeof batchWorkflow>({ ...input, carry: state.carry() });
-  }
   setState(state.stoppedReason ? 'stopped' : 'completed');
   setCurrentDetails(progressMarkdown(state.progress(Date.now())));
   return state.result();
 }
 
-/** Queries, signals and updates of the batch: each one a method of its state. */
-function setHandlers(state: BatchState): void {
+/** Queries, signals and updates of the batch: each one a method of its state (a prompt's end: `finished`). */
+function setHandlers(state: BatchState, finished: (result: PromptResult) => void): void {
   setHandler(progressQuery, () => state.progress(Date.now()));
   setHandler(pauseSignal, (reason) => state.pause(reason));
   setHandler(resumeSignal, () => state.resume());
@@ -212,6 +279,7 @@ function setHandlers(state: BatchState): void {
     { validator: (n: number) => BatchState.checkConcurrency(n) },
   );
   setHandler(promptBlockedSignal, ({ rowId, reason }) => state.promptBlocked(rowId, reason));
+  setHandler(promptFinishedSignal, finished);
   setHandler(promptSubmitOutcomeSignal, (report) => {
     state.submitOutcome(report, Date.now());
     setCurrentDetails(progressMarkdown(state.progress(Date.now())));
@@ -278,11 +346,17 @@ function priorArgs(prior: PriorOutcome | undefined): { knownJobId?: string; keyG
   return { keyGeneration: prior.generation };
 }
 
-/** One row's prompt workflow, a child of the batch with id `<batch-id>/<row-id>`. */
+/**
+ * Starts one row's prompt workflow, a child of the batch with id `<batch-id>/<row-id>`. It outlives the run that
+ * started it (the window slides across continue-as-new) and reports its end to the batch's current run; a
+ * cancel of the batch asks it to cancel (batchWorkflow).
+ */
 function startPrompt(input: BatchInput, row: PromptRow, prior: PriorOutcome | undefined) {
   const { batchId, options } = input;
-  return executeChild(promptWorkflow, {
+  return startChild(promptWorkflow, {
     workflowId: promptWorkflowId(batchId, row.id),
+    parentClosePolicy: ParentClosePolicy.ABANDON,
+    cancellationType: ChildWorkflowCancellationType.ABANDON,
     args: [
       {
         batchId,
@@ -292,6 +366,7 @@ function startPrompt(input: BatchInput, row: PromptRow, prior: PriorOutcome | un
         activityTimeoutMs: options.activityTimeoutMs,
         ...(options.downloadDir ? { downloadDir: options.downloadDir } : {}),
         ...priorArgs(prior),
+        ...(prior?.followedFrom ? { followedFrom: prior.followedFrom } : {}),
         ...promptSpendOptions(options),
         priorUnknownSubmits: prior?.unknownSubmits ?? 0,
         ...(input.retryOf ? { keyBatchId: input.retryOf } : {}),
@@ -314,14 +389,16 @@ function startPrompt(input: BatchInput, row: PromptRow, prior: PriorOutcome | un
 
 /**
  * The main loop of a run: reads pages of rows and starts their prompts while the window, the pause, the
- * guard rails and the 429 gate allow, until this run has started all it should and its prompts are done.
+ * guard rails and the 429 gate allow. Ends `done` once every row was started (or a guard rail stopped the
+ * batch) and no prompt is in flight, or `continue` once this run has started all it should and rows remain
+ * (or the server suggests continuing as new): the prompts in flight then go on under the next run.
  */
 async function runPrompts(
   input: BatchInput,
   state: BatchState,
   start: (row: PageRow) => void,
   readPage: (offset: number) => Promise<PageRow[] | null>,
-): Promise<void> {
+): Promise<'done' | 'continue'> {
   const { totalRows } = input;
   let buffer: PageRow[] = [];
   let readOffset = state.nextRow;
@@ -329,13 +406,15 @@ async function runPrompts(
   const canStart = () => state.canStart(buffer.length, runFull());
   for (;;) {
     setCurrentDetails(progressMarkdown(state.progress(Date.now())));
+    if (state.allStarted() && state.inFlight.size === 0) return 'done';
+    if (workflowInfo().continueAsNewSuggested || (runFull() && !state.allStarted())) return 'continue';
     if (canStart() && state.gateHeld(Date.now())) {
       await sleep(state.gateUntil - Date.now(), {
         summary: 'rate limited: holding new submissions for Retry-After',
       });
       continue;
     }
-    if (buffer.length === 0 && readOffset < totalRows && !runFull() && !state.stoppedReason) {
+    if (buffer.length === 0 && readOffset < totalRows && !state.stoppedReason) {
       const page = await readPage(readOffset);
       if (page === null) continue;
       buffer = page;
@@ -350,7 +429,6 @@ async function runPrompts(
       start(buffer.shift()!);
       continue;
     }
-    if (state.inFlight.size === 0 && (runFull() || state.allStarted())) break;
     const seen = state.tick;
     await condition(() => state.tick !== seen);
   }

@@ -5,7 +5,8 @@
 // comes, starts no new prompt beyond it, and hands a waiting prompt a slot each time one of its jobs finishes,
 // plus one probe slot when a refusal's Retry-After has passed (a job may finish before its prompt checks it,
 // and the cap may have been raised). Plain methods, no Temporal calls: BatchState owns one and the unit tests
-// drive it directly.
+// drive it directly. Its state goes with the window across continue-as-new (save, restore).
+import type { CapacityGateCarry } from '../contract/batch';
 
 /** What the gate asks of the workflow. */
 export interface CapacityGateEffects {
@@ -28,8 +29,8 @@ export class CapacityGate {
   private cap: number | null = null;
   /** Refused prompts waiting for a slot, first refused first. */
   private readonly waiting: string[] = [];
-  /** Prompts refused with a short Retry-After before any capacity refusal: let go when it has passed. */
-  private readonly sleeping = new Set<string>();
+  /** Prompts refused with a short Retry-After before any capacity refusal, and when it has passed (epoch ms). */
+  private readonly sleeping = new Map<string, number>();
   /** When the next probe slot opens (after a refusal's Retry-After, or the pace of submits). */
   private probeAt: number | null = null;
   /** A probe slot is open and not yet given. */
@@ -52,6 +53,40 @@ export class CapacityGate {
     /** Whether rows remain to be started. */
     private readonly moreRows: () => boolean,
   ) {}
+
+  /** The state the next run restores, timers included (by their times). */
+  save(): CapacityGateCarry {
+    return {
+      running: [...this.running],
+      cap: this.cap,
+      waiting: [...this.waiting],
+      sleeping: [...this.sleeping],
+      probeAt: this.probeAt,
+      probeOpen: this.probeOpen,
+      probeRow: this.probeRow,
+      prepaid: this.prepaid,
+      sends: [...this.sends],
+      sentCount: this.sentCount,
+    };
+  }
+
+  /** Takes over an earlier run's state, and sets its timers again. */
+  restore(saved: CapacityGateCarry, now: number): void {
+    for (const rowId of saved.running) this.running.add(rowId);
+    this.cap = saved.cap;
+    this.waiting.push(...saved.waiting);
+    for (const [rowId, until] of saved.sleeping) this.sleepUntil(rowId, until, now);
+    this.probeOpen = saved.probeOpen;
+    this.probeRow = saved.probeRow;
+    this.prepaid = saved.prepaid;
+    this.sends.push(...saved.sends);
+    this.sentCount = saved.sentCount;
+    if (saved.probeAt !== null) {
+      const at = saved.probeAt;
+      this.probeAt = at;
+      this.effects.timer(Math.max(0, at - now), () => this.probeDue(at));
+    }
+  }
 
   get active(): boolean {
     return this.cap !== null;
@@ -98,10 +133,7 @@ export class CapacityGate {
    */
   rateLimited(rowId: string, retryAfterMs: number, now: number, capacityAfterMs: number): boolean {
     if (this.cap === null && retryAfterMs <= capacityAfterMs) {
-      this.sleeping.add(rowId);
-      this.effects.timer(retryAfterMs, () => {
-        if (this.sleeping.delete(rowId)) this.effects.unblock(rowId);
-      });
+      this.sleepUntil(rowId, now + retryAfterMs, now);
       return false;
     }
     this.refused(rowId, retryAfterMs, now);
@@ -112,7 +144,7 @@ export class CapacityGate {
   refused(rowId: string, retryAfterMs: number, now: number): void {
     if (this.probeRow === rowId) this.probeRow = null;
     this.cap = this.holding();
-    for (const r of this.sleeping) if (!this.waiting.includes(r)) this.waiting.push(r);
+    for (const r of this.sleeping.keys()) if (!this.waiting.includes(r)) this.waiting.push(r);
     this.sleeping.clear();
     if (!this.waiting.includes(rowId)) this.waiting.push(rowId);
     this.scheduleProbe(now + retryAfterMs, now);
@@ -181,6 +213,14 @@ export class CapacityGate {
       }
       this.effects.unblock(rowId);
     }
+  }
+
+  /** A prompt sleeps out a short Retry-After, then goes again unless a capacity refusal made it wait. */
+  private sleepUntil(rowId: string, until: number, now: number): void {
+    this.sleeping.set(rowId, until);
+    this.effects.timer(Math.max(0, until - now), () => {
+      if (this.sleeping.delete(rowId)) this.effects.unblock(rowId);
+    });
   }
 
   private demand(): boolean {

@@ -8,13 +8,15 @@ import {
   isCancellation,
   proxyActivities,
   sleep,
+  TemporalFailure,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { RETRY_POLICIES, SUBMIT_HEARTBEAT_TIMEOUT_MS } from '../contract/failures';
 import { gatewayActivityOptions } from '../contract/rate-budget';
 import type { PollOutcome } from '../contract/jobs';
-import type { PromptInput, PromptResult } from '../contract/prompt';
+import { workflowFailedResult, type PromptInput, type PromptResult } from '../contract/prompt';
+import { rowFields } from '../contract/rows';
 import { BatchLink } from './batch-link';
 import { spareChecksApply, waitWithSpareChecks } from './first-check';
 import { activityError, finish, orCancelled, setState } from './prompt-outcome';
@@ -29,19 +31,20 @@ import {
 
 export async function promptWorkflow(input: PromptInput): Promise<PromptResult> {
   const run = new PromptRun(input);
-  // First, before anything is paid: a failed rewrite ends the row with no job made for it.
-  if (input.enhance && input.row.originalPrompt === undefined) {
-    const failed = await run.rewrite();
-    if (failed) return failed;
+  let result: PromptResult;
+  try {
+    result = await run.steps();
+  } catch (err) {
+    // The row ends without a result of its own; the batch still hears of it, and the error stays visible.
+    if (err instanceof TemporalFailure)
+      await run.ended(workflowFailedResult(rowFields(input.row), err.message, new Date().toISOString()));
+    throw err;
   }
-  if (input.knownJobId) {
-    const known = await run.checkKnownJob();
-    if (known) return known;
-  }
-  const failed = await run.submit();
-  if (failed) return failed;
-  setState('running');
-  return run.poll(true);
+  // A followed job that ended the row is another batch's payment: the row says whose.
+  if (input.followedFrom && result.jobId === input.knownJobId)
+    result = { ...result, reusedFrom: input.followedFrom };
+  await run.ended(result);
+  return result;
 }
 
 class PromptRun {
@@ -59,6 +62,29 @@ class PromptRun {
       priority: input.priority,
       weight: input.weight,
     });
+  }
+
+  /** The row's steps, each ending it when it can: rewrite, the known job, submit, poll. */
+  async steps(): Promise<PromptResult> {
+    const { input } = this;
+    // First, before anything is paid: a failed rewrite ends the row with no job made for it.
+    if (input.enhance && input.row.originalPrompt === undefined) {
+      const failed = await this.rewrite();
+      if (failed) return failed;
+    }
+    if (input.knownJobId) {
+      const known = await this.checkKnownJob();
+      if (known) return known;
+    }
+    const failed = await this.submit();
+    if (failed) return failed;
+    setState('running');
+    return this.poll(true);
+  }
+
+  /** Tells the batch the row ended (its current run: the one that started it may have continued as new). */
+  ended(result: PromptResult): Promise<void> {
+    return this.batch.ended(result);
   }
 
   /** The row's prompt rewritten through the gateway's chat completions (prompt-enhance.ts). */

@@ -117,6 +117,25 @@ export class ResultRecorder {
     );
   }
 
+  /** A group could not be recorded and waits for `retry()`. */
+  get failing(): boolean {
+    return this.failure !== null;
+  }
+
+  /**
+   * For continue-as-new: what is pending, when nothing is being recorded and it fits one group (the next run
+   * records it). Otherwise undefined, after starting to record a group unless recording failed (ask again once
+   * `busy` is over, or after `retry()`).
+   */
+  handOver(): PromptResult[] | undefined {
+    if (this.recording) return undefined;
+    const group = takeGroup(this.pending, this.options.maxGroupBytes);
+    if (this.pending.length === 0) return group;
+    this.pending = group.concat(this.pending);
+    this.flush(true);
+    return undefined;
+  }
+
   /** After a failure was fixed (the batch resumed): record what waited. */
   retry(): void {
     this.failure = null;

@@ -26,6 +26,11 @@ interface JsonEvent {
     input?: { payloads?: { data?: string }[] };
   };
   activityTaskCompletedEventAttributes?: { result?: { payloads?: { data?: string }[] } };
+  workflowExecutionStartedEventAttributes?: { input?: { payloads?: { data?: string }[] } };
+  workflowExecutionSignaledEventAttributes?: {
+    signalName: string;
+    input?: { payloads?: { data?: string }[] };
+  };
 }
 
 const scheduled = (events: JsonEvent[], name: string) =>
@@ -43,6 +48,24 @@ const reported = (events: JsonEvent[], outcome: string) =>
     );
   });
 const has = (events: JsonEvent[], type: string) => events.some((e) => e.eventType === type);
+/** A batch run that took over prompts in flight and heard one of them end (the sliding window). */
+const slidWindow = (events: JsonEvent[]) => {
+  const data = events[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0]?.data;
+  if (!data) return false;
+  const input = JSON.parse(Buffer.from(data, 'base64').toString()) as {
+    carry?: { window: { inFlight: string[] } };
+  };
+  const carried = new Set(input.carry?.window.inFlight ?? []);
+  return events.some((e) => {
+    const s = e.workflowExecutionSignaledEventAttributes;
+    const result = s?.input?.payloads?.[0]?.data;
+    return (
+      s?.signalName === 'promptFinished' &&
+      !!result &&
+      carried.has((JSON.parse(Buffer.from(result, 'base64').toString()) as { rowId: string }).rowId)
+    );
+  });
+};
 /** Every row the batch's readRows activities returned (with what is known of each). */
 const pageRows = (events: JsonEvent[]) =>
   events.flatMap((e) => {
@@ -85,6 +108,7 @@ describe('replay of recorded histories', () => {
       refusedKey: prompts.some((p) => failedWith(p, 'Forbidden')),
       cancel: batches.some((b) => has(b, 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED')),
       continueAsNew: batches.some((b) => has(b, 'EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW')),
+      slidingWindow: batches.some(slidWindow),
       learner: histories.some((h) => h.file.includes('/rateBudgetWorkflow')),
       reuse: batches.some((b) => pageRows(b).some((row) => row.prior?.reused)),
       enhance: prompts.some(

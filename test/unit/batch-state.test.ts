@@ -137,13 +137,14 @@ describe('BatchState', () => {
     first.state.started('b');
     first.state.finished(result('a', 'succeeded'));
     first.state.finished(result('b', 'failed'));
+    first.state.started('c'); // still in flight when the run continues as new: the window slides on
     first.state.setConcurrency(7);
     first.state.promptRateLimited('x', 9000);
     first.state.manifestPath = '/out/manifest.jsonl';
     first.state.pause('night');
-    const carry = first.state.carry();
+    const carry = first.state.carry([]);
     expect(carry).toEqual({
-      nextRow: 2,
+      nextRow: 3,
       counts: { succeeded: 1, failed: 1 },
       startedAt: 1000,
       concurrency: 7,
@@ -158,37 +159,53 @@ describe('BatchState', () => {
       unknownSubmitRows: 0,
       unknownInARow: 0,
       posts: 0,
+      window: {
+        inFlight: ['c'],
+        awaitingPost: ['c'],
+        blocked: [],
+        priorUnknown: [],
+        rateLimited: [['x', 9000]],
+        holdReason: null,
+        capacityGate: null,
+        results: [],
+      },
     });
     const next = batch({ concurrency: 3 }, 10, carry).state;
     expect(next.progress(2000)).toMatchObject({
-      started: 2,
+      started: 3,
       succeeded: 1,
       failed: 1,
       concurrency: 7,
       pausedReason: 'night',
       startedAt: 1000,
       manifestPath: '/out/manifest.jsonl',
-      inFlight: 0,
+      inFlight: 1,
+      rateLimited: 1,
     });
-    expect(next.carry().runs).toBe(2);
+    expect(next.carry([]).runs).toBe(2);
+    // The carried prompt's end is heard by the next run.
+    next.finished(result('c', 'succeeded'));
     expect(next.result()).toEqual({
       batchId: 'batch-1',
       total: 10,
-      succeeded: 1,
+      succeeded: 2,
       failed: 1,
       manifestPath: '/out/manifest.jsonl',
-      notStarted: 8,
+      notStarted: 7,
       skipped: 0,
       reused: 0,
       unknownSubmitRows: 0,
     });
   });
 
-  it('accepts only whole windows from 1 to 10000', () => {
+  it("accepts only whole windows from 1 to the server's 2,000 pending children", () => {
     expect(() => BatchState.checkConcurrency(1)).not.toThrow();
-    expect(() => BatchState.checkConcurrency(10_000)).not.toThrow();
-    for (const bad of [0, -1, 1.5, 10_001, Number.NaN])
+    expect(() => BatchState.checkConcurrency(2000)).not.toThrow();
+    for (const bad of [0, -1, 1.5, Number.NaN])
       expect(() => BatchState.checkConcurrency(bad)).toThrow('concurrency must be a whole number');
+    expect(() => BatchState.checkConcurrency(2001)).toThrow(
+      /at most 2000: .*limit\.numPendingChildExecutions\.error/,
+    );
   });
 
   it('counts rows done in an earlier run as succeeded and skipped, and carries them', () => {
@@ -206,7 +223,7 @@ describe('BatchState', () => {
       skipped: 2,
       unknownSubmitRows: 1,
     });
-    const next = batch({}, 5, state.carry()).state;
+    const next = batch({}, 5, state.carry([])).state;
     expect(next.progress(2000)).toMatchObject({ skipped: 2, unknownSubmitRows: 1, succeeded: 2 });
     expect(next.result()).toMatchObject({ skipped: 2, succeeded: 2 });
   });
@@ -254,7 +271,7 @@ describe('BatchState', () => {
     expect(state.progress(0).blocked).toBe(1); // d's resend waits
     state.resume();
     expect(effects.slice(2)).toEqual(['state:paused', 'unblock:d', 'state:running']);
-    expect(state.carry().unknownInARow).toBe(0); // resume starts the count again
+    expect(state.carry([]).unknownInARow).toBe(0); // resume starts the count again
   });
 
   it('pauses as unreachable with since when, and goes on by itself once a submit is sent', () => {

@@ -1,23 +1,24 @@
 import { describe, expect, it } from 'vitest';
+import type { BatchCarry } from '../../src/contract/batch';
 import { DEFAULT_BATCH_OPTIONS } from '../../src/contract/batch-options';
 import { BatchState } from '../../src/workflows/batch-state';
 import { CAPACITY_RAMP } from '../../src/workflows/capacity-gate';
 import { promptResult } from '../fixtures/prompt-result';
 
 /** A batch with the capacity gate on; unblocks and timers are recorded, timers fired by hand. */
-function gatedBatch(totalRows = 40) {
+function gatedBatch(totalRows = 40, carry?: BatchCarry, now = 0) {
   const unblocked: string[] = [];
   const timers: { ms: number; fire: () => void }[] = [];
   const state = new BatchState(
-    { batchId: 'batch-1', totalRows, options: { ...DEFAULT_BATCH_OPTIONS, concurrency: 500 } },
-    0,
+    { batchId: 'batch-1', totalRows, options: { ...DEFAULT_BATCH_OPTIONS, concurrency: 500 }, carry },
+    now,
     {
       setState: () => undefined,
       unblock: (rowId) => unblocked.push(rowId),
       timer: (ms, fire) => timers.push({ ms, fire }),
     },
   );
-  state.enableCapacityGate();
+  state.enableCapacityGate(now);
   let next = 0;
   /** Starts prompts while the batch lets it; returns their ids. */
   const startAll = () => {
@@ -152,5 +153,22 @@ describe('capacity gate: short Retry-Afters and refusals with nothing running', 
     b.timers[0]!.fire();
     b.sent('r1', 5000);
     expect(b.state.capacityGate!.snapshot()).toMatchObject({ cap: 1, running: 1 });
+  });
+
+  it('goes with the window across continue-as-new: the cap, the queue and the probe timer', () => {
+    const b = gatedBatch();
+    const first = b.startAll(); // r1..r10
+    for (const id of first.slice(0, 3)) b.sent(id);
+    for (const id of first.slice(3)) b.refused(id, 20_000, 100);
+    const carry = b.state.carry([]);
+    const next = gatedBatch(40, carry, 5000);
+    expect(next.state.capacityGate!.snapshot()).toEqual(b.state.capacityGate!.snapshot());
+    expect(next.state.progress(5000)).toMatchObject({ inFlight: 10 });
+    // The probe timer is set again for what is left of the Retry-After.
+    expect(next.timers.map((t) => t.ms)).toEqual([20_100 - 5000]);
+    // A job that finishes under the next run hands its slot to the first row refused.
+    next.done('r1');
+    expect(next.unblocked).toEqual(['r4']);
+    expect(next.startAll()).toEqual([]);
   });
 });

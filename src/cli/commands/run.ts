@@ -3,7 +3,11 @@
 import { type Command, Option } from 'commander';
 import { dirname, resolve } from 'node:path';
 import type { StartBatchOptions } from '../../client/batches';
-import { DEFAULT_BATCH_OPTIONS, DEFAULT_MAX_VIDEO_BYTES } from '../../contract/batch-options';
+import {
+  DEFAULT_BATCH_OPTIONS,
+  DEFAULT_MAX_VIDEO_BYTES,
+  MAX_CONCURRENCY,
+} from '../../contract/batch-options';
 import {
   addRateBudgetFlags,
   addScheduleFlags,
@@ -16,7 +20,15 @@ import {
 import { addEnhanceFlags, enhanceFrom } from '../enhance-flags';
 import { GROUP } from '../help-groups';
 import { addPriceFlags, pricesFrom } from '../price-flags';
-import { fail, fraction, hiddenAlias, nonNegative, positiveSeconds, positiveWhole } from '../support';
+import {
+  fail,
+  fraction,
+  hiddenAlias,
+  nonNegative,
+  numberIn,
+  positiveSeconds,
+  positiveWhole,
+} from '../support';
 
 /**
  * client/session's SIMULATED_JOB_SECONDS, for the help text: that module loads Temporal, which `--help` must
@@ -140,8 +152,9 @@ export function registerRunCommand(program: Command): void {
         .hideHelp(),
     )
     .addOption(
-      new Option('--prompts-per-run <n>', 'prompts per workflow run before continue-as-new')
-        .argParser(positiveWhole)
+      new Option('--prompts-per-run <n>', 'prompts started per workflow run before continue-as-new')
+        // Each run's children count against the server's pending-children limit until they end.
+        .argParser(numberIn({ whole: true, min: 1, max: MAX_CONCURRENCY }))
         .default(DEFAULT_BATCH_OPTIONS.promptsPerRun)
         .hideHelp(),
     );

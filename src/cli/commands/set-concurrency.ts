@@ -1,7 +1,9 @@
 // `vidbatch set-concurrency`.
 import { type Command } from 'commander';
+import { MAX_CONCURRENCY } from '../../contract/batch-options';
 import { ConfigError } from '../../errors';
-import { batchArg, fail, numberIn, withSession } from '../support';
+import { windowSize } from '../batch-flags';
+import { batchArg, fail, withSession } from '../support';
 
 export function registerSetConcurrencyCommand(program: Command): void {
   program
@@ -9,7 +11,7 @@ export function registerSetConcurrencyCommand(program: Command): void {
     .summary('Change how many prompts a running batch keeps in flight')
     .description('Change how many prompts a running batch keeps in flight.')
     .argument(...batchArg)
-    .argument('<n>', 'prompts in flight (1-10000)', numberIn({ whole: true, min: 1, max: 10_000 }))
+    .argument('<n>', `prompts in flight (1-${MAX_CONCURRENCY})`, windowSize)
     .action(async (ref: string, n: number) => {
       const [{ batchHandle, resolveBatchId }, { setConcurrencyUpdate }] = await Promise.all([
         import('../../client/batches'),
