@@ -17,7 +17,17 @@ describe('bad settings are refused (spawned vidbatch)', () => {
       [
         ['run', 'p.csv', '--concurrency', '0'],
         {},
-        /'--concurrency <n>' argument '0' is invalid\. must be a whole number from 1 to 10000/,
+        /'--concurrency <n>' argument '0' is invalid\. must be a whole number of at least 1/,
+      ],
+      [
+        ['run', 'p.csv', '--concurrency', '2001'],
+        {},
+        /'--concurrency <n>' argument '2001' is invalid\. must be at most 2000: a Temporal server accepts at most 2000 pending child workflows per workflow \(limit\.numPendingChildExecutions\.error\)/,
+      ],
+      [
+        ['set-concurrency', 'batch-0000000000000000', '5000'],
+        {},
+        /value '5000' is invalid for argument 'n'\. must be at most 2000/,
       ],
       [
         ['run', 'p.csv', '--max-failure-rate', '1.5'],
