@@ -9,7 +9,8 @@ import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { BatchInput } from '../contract/batch';
 import { DEFAULT_SUBMIT_TIMEOUT_MS } from '../contract/batch-options';
-import { readJournal } from '../results/jobs-journal';
+import { journalPath, type JournalEntry } from '../results/jobs-journal';
+import { JsonlTail } from '../results/jsonl';
 
 /** The input the batch's latest run was started with (a continue-as-new run carries the same options). */
 export async function previousInput(client: Client, batchId: string): Promise<BatchInput | undefined> {
@@ -51,14 +52,17 @@ export async function waitForTerminatedSubmits(
       prompt.startTime.getTime(),
     );
   const started = Date.now();
+  // Only what was appended since the last look is read: a big batch's journal is not read whole every second.
+  const journal = journalDir ? new JsonlTail<JournalEntry>(journalPath(journalDir)) : undefined;
+  const done = new Set<string>();
   const unjournalled = async () => {
-    if (!journalDir) return submitting.size;
-    const entries = await readJournal(journalDir).catch(() => undefined);
-    if (!entries) return submitting.size;
+    const read = await journal?.read().catch(() => undefined);
+    if (!read) return submitting.size;
+    if (read.reset) done.clear();
     // An entry written by this prompt's submit (a worker clock behind the server's only makes the wait longer).
-    const done = new Set(
-      entries.filter((e) => Date.parse(e.at) >= (submitting.get(e.rowId) ?? Infinity)).map((e) => e.rowId),
-    );
+    for (const e of read.records)
+      if (typeof e.rowId === 'string' && Date.parse(e.at) >= (submitting.get(e.rowId) ?? Infinity))
+        done.add(e.rowId);
     return [...submitting.keys()].filter((row) => !done.has(row)).length;
   };
   let left = await unjournalled();
