@@ -1,24 +1,21 @@
 // The batch: reads rows page by page (through an activity), keeps `concurrency` prompt workflows in flight,
 // records finished prompts in groups, and continues as new after starting `promptsPerRun` prompts so that
-// every run's history stays small; the window slides across runs (prompts report their end by signal). A 429 holds back new submissions for the whole batch; a 401/403 pauses
-// it until an operator resumes it. The rules are in batch-state.ts and result-recorder.ts; this file turns
+// every run's history stays small; the window slides across runs (prompts report their end by signal). A 429
+// holds back new submissions for the whole batch; a 401/403 pauses it until an operator resumes it. The rules are in batch-state.ts and result-recorder.ts; this file turns
 // them into Temporal commands.
 import {
   ActivityFailure,
   allHandlersFinished,
   ApplicationFailure,
   CancellationScope,
-  ChildWorkflowCancellationType,
   condition,
   isCancellation,
   continueAsNew,
   getExternalWorkflowHandle,
-  ParentClosePolicy,
   proxyActivities,
   setCurrentDetails,
   setHandler,
   sleep,
-  startChild,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -35,28 +32,27 @@ import {
   setConcurrencyUpdate,
   unblockSignal,
 } from '../contract/messages';
-import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
-import { MAX_RESULT_GROUP_BYTES, type BatchInput, type BatchResult } from '../contract/batch';
+import { StateAttr } from '../contract/search-attributes';
+import {
+  MAX_RESULT_GROUP_BYTES,
+  type BatchCarry,
+  type BatchInput,
+  type BatchResult,
+} from '../contract/batch';
 import {
   isContentRefusal,
-  promptSpendOptions,
   promptWorkflowId,
   workflowFailedResult,
   type PromptResult,
 } from '../contract/prompt';
-import { MAX_PAGE_BYTES, rowFields, type PageRow, type PriorOutcome, type PromptRow } from '../contract/rows';
+import { MAX_PAGE_BYTES, rowFields, type PageRow, type PriorOutcome } from '../contract/rows';
 import { BatchState } from './batch-state';
-import { promptWorkflow } from './prompt';
+import { cancelPrompts, startPrompt, watchCarried } from './prompt-children';
 import { SUBMIT_UNKNOWN_CODE } from './prompt-state';
 import { progressMarkdown } from './progress-details';
 import { ResultRecorder } from './result-recorder';
 
 const setState = (state: string) => upsertSearchAttributes([{ key: StateAttr, value: state }]);
-
-/** How often the batch asks after the prompts an earlier run started, in case one ended unheard. */
-const CARRIED_CHECK_MS = 10 * 60_000;
-/** Prompts asked to cancel at once (a server takes at most 2,000 pending cancel requests per workflow). */
-const CANCEL_AT_ONCE = 100;
 
 export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   const { batchId, options, totalRows } = input;
@@ -126,24 +122,15 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     state.changed();
   };
   setHandlers(state, finished);
-  const carried = new Set(input.carry?.window.inFlight ?? []);
-  if (carried.size > 0) {
-    // No run after the one that started a prompt is told when it closes; a prompt that ends without its
-    // signal (someone terminated it) would hold the batch forever. Kept through a cancel, which waits for all.
-    void CancellationScope.nonCancellable(async () => {
-      for (;;) {
-        await sleep(CARRIED_CHECK_MS, { summary: 'look for prompts of earlier runs that ended unheard' });
-        const rowIds = [...carried].filter((rowId) => state.inFlight.has(rowId));
-        if (rowIds.length === 0) return;
-        const ended = await endedPrompts
-          .executeWithOptions({ summary: `look at ${rowIds.length} prompts of earlier runs` }, [
-            { batchId, rowIds },
-          ])
-          .catch(() => []); // asked again next time
-        for (const result of ended) finished(result);
-      }
-    });
-  }
+  watchCarried(
+    input,
+    (rowIds) =>
+      endedPrompts.executeWithOptions({ summary: `look at ${rowIds.length} prompts of earlier runs` }, [
+        { batchId, rowIds },
+      ]),
+    state,
+    finished,
+  );
 
   const start = ({ prior, ...row }: PageRow) => {
     if (prior?.reused) {
@@ -193,7 +180,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     );
   };
 
-  let next: 'done' | 'continue';
+  let carry: BatchCarry | undefined;
   try {
     const readPage = (offset: number) =>
       readRows.executeWithOptions(
@@ -216,7 +203,8 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
           },
         ],
       );
-    next = await runPrompts(input, state, start, pauseWhileUnreadable(state, readPage));
+    if ((await runPrompts(input, state, start, pauseWhileUnreadable(state, readPage))) === 'continue')
+      carry = await handOver(state, recorder, pending);
   } catch (err) {
     if (!isCancellation(err)) throw err;
     // Cancelled: keep partial results. Prompts outlive the run that started them, so each one in flight is
@@ -225,40 +213,39 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     await CancellationScope.nonCancellable(async () => {
       setState('cancelled');
       await condition(() => pending.starts === 0);
-      const rowIds = [...state.inFlight];
-      for (let i = 0; i < rowIds.length; i += CANCEL_AT_ONCE)
-        await Promise.all(
-          rowIds.slice(i, i + CANCEL_AT_ONCE).map(
-            (rowId) =>
-              getExternalWorkflowHandle(promptWorkflowId(batchId, rowId))
-                .cancel()
-                .catch(() => undefined), // it ended meanwhile: its result is on its way
-          ),
-        );
+      await cancelPrompts(batchId, [...state.inFlight]);
       await condition(() => state.inFlight.size === 0);
       await condition(() => !recorder.busy);
       await recorder.recordRest('record rows finished before the cancellation');
     });
     throw err;
   }
-  if (next === 'continue') {
-    // The window slides on: the prompts in flight go on and report to the next run, which takes over what is
-    // not recorded yet (at most one group).
-    for (;;) {
-      await condition(
-        () => pending.starts === 0 && pending.signals === 0 && !recorder.busy && allHandlersFinished(),
-      );
-      const results = recorder.handOver();
-      if (results) return continueAsNew<typeof batchWorkflow>({ ...input, carry: state.carry(results) });
-      // A group is being recorded now, or recording failed and waits for the batch to be resumed.
-      await condition(() => recorder.busy || !recorder.failing);
-    }
-  }
+  if (carry) return continueAsNew<typeof batchWorkflow>({ ...input, carry });
   recorder.flush(true);
   await condition(() => recorder.idle);
   setState(state.stoppedReason ? 'stopped' : 'completed');
   setCurrentDetails(progressMarkdown(state.progress(Date.now())));
   return state.result();
+}
+
+/**
+ * What the next run takes over: the window slides on (the prompts in flight report to the next run), with
+ * what is not recorded yet (at most one group). Waits for child starts and signals still on their way.
+ */
+async function handOver(
+  state: BatchState,
+  recorder: ResultRecorder,
+  pending: { starts: number; signals: number },
+): Promise<BatchCarry> {
+  for (;;) {
+    await condition(
+      () => pending.starts === 0 && pending.signals === 0 && !recorder.busy && allHandlersFinished(),
+    );
+    const results = recorder.handOver();
+    if (results) return state.carry(results);
+    // A group is being recorded now, or recording failed and waits for the batch to be resumed.
+    await condition(() => recorder.busy || !recorder.failing);
+  }
 }
 
 /** Queries, signals and updates of the batch: each one a method of its state (a prompt's end: `finished`). */
@@ -330,61 +317,6 @@ function pauseWhileUnreadable(
       }
     }
   };
-}
-
-/** What the prompt of a row needs from its prior outcome: the job to check first, and the key generation. */
-function priorArgs(prior: PriorOutcome | undefined): { knownJobId?: string; keyGeneration: number } {
-  if (!prior) return { keyGeneration: 0 };
-  // A newer generation than the known job's had only unknown outcomes: reuse it, never skip it (a gateway
-  // that honours keys then returns the job that generation may have made).
-  if (prior.jobId && prior.generation > (prior.jobGeneration ?? prior.generation))
-    return { knownJobId: prior.jobId, keyGeneration: prior.generation };
-  // A known job is checked before paying again; a new submit then needs a key the gateway has not seen (it
-  // would replay the failed or gone job). Without a job id the same key goes again: a gateway that honours
-  // it returns the job an unknown outcome may have made.
-  if (prior.jobId) return { knownJobId: prior.jobId, keyGeneration: prior.generation + 1 };
-  return { keyGeneration: prior.generation };
-}
-
-/**
- * Starts one row's prompt workflow, a child of the batch with id `<batch-id>/<row-id>`. It outlives the run that
- * started it (the window slides across continue-as-new) and reports its end to the batch's current run; a
- * cancel of the batch asks it to cancel (batchWorkflow).
- */
-function startPrompt(input: BatchInput, row: PromptRow, prior: PriorOutcome | undefined) {
-  const { batchId, options } = input;
-  return startChild(promptWorkflow, {
-    workflowId: promptWorkflowId(batchId, row.id),
-    parentClosePolicy: ParentClosePolicy.ABANDON,
-    cancellationType: ChildWorkflowCancellationType.ABANDON,
-    args: [
-      {
-        batchId,
-        row,
-        poll: options.poll,
-        jobDeadlineMs: options.jobDeadlineMs,
-        activityTimeoutMs: options.activityTimeoutMs,
-        ...(options.downloadDir ? { downloadDir: options.downloadDir } : {}),
-        ...priorArgs(prior),
-        ...(prior?.followedFrom ? { followedFrom: prior.followedFrom } : {}),
-        ...promptSpendOptions(options),
-        priorUnknownSubmits: prior?.unknownSubmits ?? 0,
-        ...(input.retryOf ? { keyBatchId: input.retryOf } : {}),
-        // A row of a reviewed CSV (`original_prompt`) is sent as it is: never rewritten twice.
-        ...(options.enhance && row.originalPrompt === undefined ? { enhance: options.enhance } : {}),
-      },
-    ],
-    typedSearchAttributes: [
-      { key: BatchIdAttr, value: batchId },
-      { key: StateAttr, value: 'submitting' },
-    ],
-    staticSummary: `Row ${row.id} (line ${row.line}) of ${batchId}`,
-    staticDetails:
-      (row.originalPrompt !== undefined
-        ? `**Original prompt:** ${row.originalPrompt.slice(0, 500)}\n\n`
-        : '') +
-      `**Prompt:** ${row.prompt.slice(0, 500)}\n\n**Model:** ${row.model} · ${JSON.stringify(row.parameters)}`,
-  });
 }
 
 /**
