@@ -197,10 +197,13 @@ async function measure(
       requests: mine.length + checks,
     };
   });
-  const requests = Object.values(stats.requests).reduce(
-    (n, byStatus) => n + Object.values(byStatus).reduce((a, b) => a + b, 0),
-    0,
-  );
+  // Requests to the gateway's API (the rate-limited /v1 routes); video downloads are counted apart.
+  const countOf = (match: (route: string) => boolean) =>
+    Object.entries(stats.requests)
+      .filter(([route]) => match(route))
+      .reduce((n, [, byStatus]) => n + Object.values(byStatus).reduce((a, b) => a + b, 0), 0);
+  const requests = countOf((route) => route.includes(' /v1/'));
+  const downloads = countOf((route) => / \/(files|cdn)\//.test(route));
   const timeline: TimelineRow[] | null = options.timeline
     ? timelineRows(simVidbatch.state.requestLog, limits?.samples ?? [], started)
     : null;
@@ -219,6 +222,7 @@ async function measure(
       jobsCreated: stats.jobsCreated,
       rateLimitedPerJob: stats.rateLimited / Math.max(1, stats.jobsCreated),
       requestsPerPrompt: requests / options.prompts,
+      downloadsPerPrompt: downloads / options.prompts,
       historyEventsPerPrompt: history.eventsPerPrompt,
       largestRunEvents: history.largestRunEvents,
       actionsPerPrompt: history.actionsPerPrompt,
