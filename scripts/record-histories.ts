@@ -9,8 +9,9 @@
 // G  another file with requests A and F paid for: those rows are recorded from the earlier jobs at no cost;
 // H  --enhance: prompts rewritten through the chat completions before the submit (a chat 429 waited out, a
 //    broken answer ending its row enhance_failed), and a row of a reviewed CSV sent as written;
-// C  --download --verify strict: a video that differs from its request fails its row; spare status checks
-//    (by then the worker has learned the job latency).
+// C  --verify strict: a video that differs from its request fails its row; spare status checks (by then the
+//    worker has learned the job latency); status checks too short (3 s) to fetch a video with them, so the
+//    download activity fetches it (in A to H, the check that finds a job completed fetches its video).
 import { rm, mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -175,6 +176,7 @@ await worker.runUntil(async () => {
       concurrency: 4,
       downloadDir: join(dir, 'videos'),
       verify: 'strict',
+      activityTimeoutMs: 3_000,
     },
   );
   console.log('C', await result(c));

@@ -3,13 +3,15 @@
 // outcome that may have made a job goes to the workflow as SubmitUnknown, never re-sent by Temporal),
 // checkJob (one status check of a job an earlier run made) and pollJob (at most one status check per
 // attempt; "not finished" is a retryable failure timed by the poll schedule; the deadline is decided only by
-// a real check). Every gateway call fits inside its attempt: a Retry-After hold and the HTTP timeout together.
+// a real check; the check that finds a job completed fetches its video when it fits in the attempt). Every
+// gateway call fits inside its attempt: a Retry-After hold and the HTTP timeout together.
 import { resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
-import { defaultPayloadConverter } from '@temporalio/common';
+import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
 import { DEFAULT_RETRY_AFTER_MS, SUBMIT_HEARTBEAT_EVERY_MS } from '../contract/failures';
 import type { PollSchedule } from '../contract/batch-options';
-import type { JobCheck, PollOutcome, SubmitResult } from '../contract/jobs';
+import type { InlineDownload, JobCheck, PollOutcome, SubmitResult, VideoTarget } from '../contract/jobs';
+import { promptSubmitOutcomeSignal } from '../contract/messages';
 import { JOB_GONE_CODE, jobGoneMessage, NO_VIDEO_URL_CODE } from '../contract/prompt';
 import type { PromptRow } from '../contract/rows';
 import type { GatewayClient } from '../gateway/client';
@@ -21,6 +23,7 @@ import {
   RateLimitError,
 } from '../gateway/errors';
 import { appendJournal, readJournal, type JournalEntry } from '../results/jobs-journal';
+import { fetchVideo } from './outputs';
 import { allowedPath, type PathRoots } from './paths';
 import { LatencyTracker } from './latency';
 import { nextCheck } from './poll-schedule';
@@ -44,6 +47,11 @@ export interface SubmitInput {
    * ends as GatewayUnreachable so the batch can pause with the reason. Absent: retried for ever.
    */
   unreachableAfterMs?: number;
+  /**
+   * The batch workflow to tell (by signal, from here) that a job id came back: the breaker, the unreachable
+   * pause and the capacity gate count sends. Absent: a prompt run on its own.
+   */
+  reportTo?: string;
 }
 
 export interface PollInput {
@@ -63,6 +71,8 @@ export interface PollInput {
   checkNow?: boolean;
   /** A spare check (workflows/first-check.ts): every attempt checks at once, before the job's due age. */
   spare?: boolean;
+  /** Where the video goes: the check that finds the job succeeded fetches it too (PollOutcome.download). */
+  download?: VideoTarget;
 }
 
 export interface CheckInput {
@@ -88,6 +98,23 @@ async function recordHeartbeat(ctx: Context, details: SubmitHeartbeat): Promise<
     identity: client.options.identity,
     details: { payloads: [defaultPayloadConverter.toPayload(details)] },
   });
+}
+
+/**
+ * Tells the batch a job id came back. Sent from the activity rather than the prompt workflow, which saves the
+ * prompt a signal and a workflow task per row. Advice, not the record: the job id reaches the prompt's history
+ * by the activity's result, and a batch that misses this (gone, or the call failed) still hears of the row's
+ * end, which clears what the report would have; so a failure is logged, never thrown.
+ */
+async function reportSent(ctx: Context, input: SubmitInput): Promise<void> {
+  if (!input.reportTo) return;
+  try {
+    await ctx.client.workflow
+      .getHandle(input.reportTo)
+      .signal(promptSubmitOutcomeSignal, { rowId: input.row.id, outcome: 'sent' });
+  } catch (err) {
+    ctx.log.warn('could not tell the batch a job was made', { rowId: input.row.id, error: String(err) });
+  }
 }
 
 /**
@@ -156,6 +183,9 @@ function noUrlMessage(jobId: string): string {
 }
 
 /** `roots`: where the jobs journal may be written (activities/paths.ts); undefined: anywhere. */
+/** Time kept back from a status check's attempt when it fetches the video too, so the attempt ends in time. */
+const INLINE_DOWNLOAD_MARGIN_MS = 3_000;
+
 export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roots?: PathRoots) {
   const latency = new LatencyTracker();
   // Attempts that sent nothing (a hold), per idempotency key, so a row's `attempts` counts real submissions.
@@ -208,6 +238,33 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
     }
   };
 
+  /**
+   * The video of a job a status check just found succeeded, fetched within what is left of the check's attempt
+   * (a history event saved per row: no download activity). Undefined when it could not finish in time or failed
+   * in a way a retry may change: the download activity then fetches it, resuming the .part file.
+   */
+  const inlineDownload = async (
+    url: string,
+    target: VideoTarget,
+    startedAt: number,
+  ): Promise<InlineDownload | undefined> => {
+    const ctx = Context.current();
+    const leftMs = ctx.info.startToCloseTimeoutMs - (Date.now() - startedAt) - INLINE_DOWNLOAD_MARGIN_MS;
+    if (leftMs < 1_000) return undefined;
+    try {
+      const signal = AbortSignal.any([ctx.cancellationSignal, AbortSignal.timeout(leftMs)]);
+      return { ok: true, video: await fetchVideo(url, target, outRoot, roots, signal) };
+    } catch (err) {
+      if (err instanceof ApplicationFailure && err.nonRetryable && err.type)
+        return { ok: false, type: err.type, message: err.message };
+      ctx.log.info('video not fetched with its status check; the download activity fetches it', {
+        name: target.name,
+        error: err instanceof Error ? err.message : String(err),
+      });
+      return undefined;
+    }
+  };
+
   return {
     async submitJob(input: SubmitInput): Promise<SubmitResult> {
       const startedAt = Date.now();
@@ -220,6 +277,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         const jobId = await journalled(input);
         if (jobId) {
           ctx.log.info('job found in the jobs journal; not sending again', { rowId: row.id, jobId });
+          await reportSent(ctx, input);
           return { jobId, submittedAt: Date.now(), attempts: attempt };
         }
       }
@@ -256,6 +314,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         clearInterval(beating);
         count('vidbatch_jobs_submitted');
         const journalError = await journal(input, { rowId: row.id, jobId: job.id });
+        await reportSent(ctx, input);
         const unsent = unsentSubmits.get(key) ?? 0;
         unsentSubmits.delete(key);
         const firstCheckAgeMs = latency.firstCheckAge(job.id);
@@ -410,7 +469,9 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
       }
       if (job.status === 'completed') {
         count('vidbatch_jobs_finished', { status: 'succeeded', code: '' });
-        return { status: 'succeeded', url: job.url, polls: attempt };
+        const download =
+          input.download && job.url ? await inlineDownload(job.url, input.download, now) : undefined;
+        return { status: 'succeeded', url: job.url, polls: attempt, ...(download ? { download } : {}) };
       }
       if (job.status === 'failed') {
         count('vidbatch_jobs_finished', { status: 'failed', code: job.error?.code ?? 'job_failed' });

@@ -3,7 +3,7 @@
 // is retried).
 import { basename, dirname, resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
-import type { DownloadedVideo, Verification } from '../contract/jobs';
+import type { DownloadedVideo, Verification, VideoTarget } from '../contract/jobs';
 import type { PromptResult } from '../contract/prompt';
 import { DownloadError } from '../errors';
 import { downloadVerified } from '../results/download';
@@ -12,59 +12,59 @@ import { askedOf, verifyVideo } from '../results/verify-video';
 import { allowedFile, allowedPath, type PathRoots } from './paths';
 import { downloadFailed } from './to-failure';
 
+/** How often a running download heartbeats (well inside the 30 s heartbeat timeout the prompt workflow gives it). */
+const DOWNLOAD_HEARTBEAT_MS = 5_000;
+
+/**
+ * Fetches a finished video into its target, verified, then checks it against its row's request. Throws an
+ * ApplicationFailure (UrlExpired, DownloadFailed) when the download fails; `signal` stops it (a .part file
+ * stays for the next attempt to resume).
+ */
+export async function fetchVideo(
+  url: string,
+  { dir, batchId, outDir, name, parameters, maxBytes }: VideoTarget,
+  outRoot: string,
+  roots: PathRoots | undefined,
+  signal: AbortSignal,
+): Promise<DownloadedVideo & { verification: Verification }> {
+  try {
+    // Without `dir` the video goes where the batch's manifest goes, so the out roots allow it.
+    if (dir === undefined && outDir === undefined && !batchId)
+      throw new Error('downloadVideo needs a folder: dir, outDir or batchId');
+    const target =
+      dir !== undefined
+        ? await allowedFile(dir, name, 'download', roots)
+        : await allowedFile(outDir ?? resolve(outRoot, batchId!), name, 'out', roots);
+    const { file, sha256, bytes } = await downloadVerified(url, dirname(target), basename(target), {
+      signal,
+      ...(maxBytes !== undefined ? { maxBytes } : {}),
+    });
+    // A mismatch is reported, never thrown: retrying cannot change what the gateway made.
+    return { file, sha256, bytes, verification: await verifyVideo(file, askedOf(parameters)) };
+  } catch (err) {
+    if (err instanceof DownloadError) throw downloadFailed(err);
+    throw err;
+  }
+}
+
 /**
  * `outRoot`: the root under which each batch gets `<outRoot>/<batchId>/` unless it names its own folder.
  * `roots`: where manifests and videos may be written (activities/paths.ts); undefined: anywhere.
  */
-/** How often a running download heartbeats (well inside the 30 s heartbeat timeout the prompt workflow gives it). */
-const DOWNLOAD_HEARTBEAT_MS = 5_000;
-
 export function createOutputActivities(outRoot: string, roots?: PathRoots) {
   return {
     async downloadVideo({
       url,
-      dir,
-      batchId,
-      outDir,
-      name,
-      parameters,
-      maxBytes,
-    }: {
-      url: string;
-      /** The folder (under a download root); absent: the batch's output folder, beside its manifest. */
-      dir?: string;
-      /** The batch, whose output folder (`outDir`, else `<outRoot>/<batchId>`) takes the video without `dir`. */
-      batchId?: string;
-      outDir?: string;
-      name: string;
-      /** The row's `parameters` (absent: the container alone is checked). */
-      parameters?: Record<string, unknown>;
-      /** The largest file accepted (absent: DEFAULT_MAX_VIDEO_BYTES). */
-      maxBytes?: number;
-    }): Promise<DownloadedVideo & { verification: Verification }> {
+      ...target
+    }: VideoTarget & { url: string }): Promise<DownloadedVideo & { verification: Verification }> {
       // Alive while it runs: a worker that dies mid-download is noticed within the heartbeat timeout, and the
       // download goes on elsewhere, instead of holding its row for the whole start-to-close timeout.
       const ctx = Context.current();
       const beat = setInterval(() => ctx.heartbeat(), DOWNLOAD_HEARTBEAT_MS);
       try {
-        // Without `dir` the video goes where the batch's manifest goes, so the out roots allow it.
-        if (dir === undefined && outDir === undefined && !batchId)
-          throw new Error('downloadVideo needs a folder: dir, outDir or batchId');
-        const target =
-          dir !== undefined
-            ? await allowedFile(dir, name, 'download', roots)
-            : await allowedFile(outDir ?? resolve(outRoot, batchId!), name, 'out', roots);
         // A stopping worker cancels its activities after the grace: a download stops there (and resumes
         // from its .part file on the next attempt) rather than keeping the worker up to its own timeout.
-        const { file, sha256, bytes } = await downloadVerified(url, dirname(target), basename(target), {
-          signal: Context.current().cancellationSignal,
-          ...(maxBytes !== undefined ? { maxBytes } : {}),
-        });
-        // A mismatch is reported, never thrown: retrying cannot change what the gateway made.
-        return { file, sha256, bytes, verification: await verifyVideo(file, askedOf(parameters)) };
-      } catch (err) {
-        if (err instanceof DownloadError) throw downloadFailed(err);
-        throw err;
+        return await fetchVideo(url, target, outRoot, roots, ctx.cancellationSignal);
       } finally {
         clearInterval(beat);
       }

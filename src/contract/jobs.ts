@@ -38,6 +38,31 @@ export interface PollOutcome {
   polls: number;
   /** The gateway's request id (`x-request-id`) of the status check that found the job terminal, if given. */
   requestId?: string;
+  /** The video, fetched by the check that found the job succeeded (PollInput.download); absent: not fetched. */
+  download?: InlineDownload;
+}
+
+/**
+ * A download made by the status check that found the job succeeded: the video, or a failure no retry can
+ * change (the URL answered 403, 404 or 410, or the file is too large). Any other failure leaves it absent
+ * and the download activity fetches the video, with its own retries.
+ */
+export type InlineDownload =
+  | { ok: true; video: DownloadedVideo & { verification: Verification } }
+  | { ok: false; type: string; message: string };
+
+/** Where a video goes and what it is checked against: the download's input, beside its URL. */
+export interface VideoTarget {
+  /** The folder (under a download root); absent: the batch's output folder, beside its manifest. */
+  dir?: string;
+  /** The batch, whose output folder (`outDir`, else `<outRoot>/<batchId>`) takes the video without `dir`. */
+  batchId?: string;
+  outDir?: string;
+  name: string;
+  /** The row's `parameters` (absent: the container alone is checked). */
+  parameters?: Record<string, unknown>;
+  /** The largest file accepted (absent: DEFAULT_MAX_VIDEO_BYTES). */
+  maxBytes?: number;
 }
 
 /** A verified download of a finished video. */

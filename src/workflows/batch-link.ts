@@ -34,6 +34,12 @@ export class BatchLink {
     setHandler(unblockSignal, () => void (this.unblocked = true));
   }
 
+  /** Where the submit activity reports a job id (SubmitInput.reportTo): the batch's current run. */
+  reportTo(): { reportTo?: string } {
+    const parent = workflowInfo().parent;
+    return parent ? { reportTo: parent.workflowId } : {};
+  }
+
   private get rowId(): string {
     return this.state.input.row.id;
   }

@@ -10,7 +10,14 @@
 // - the deadline is decided by the poll activity from a real status check, never by a timeout of waiting.
 import { FailureType } from '../contract/failures';
 import { unreachableRetryMs } from '../contract/batch-options';
-import type { DownloadedVideo, JobCheck, PollOutcome, SubmitResult, Verification } from '../contract/jobs';
+import type {
+  DownloadedVideo,
+  JobCheck,
+  PollOutcome,
+  SubmitResult,
+  Verification,
+  VideoTarget,
+} from '../contract/jobs';
 import {
   isContentRefusal,
   JOB_GONE_CODE,
@@ -311,7 +318,10 @@ export class PromptState {
   /** The job ended (a poll, or a known job's check, said so). */
   finished(outcome: PollOutcome): ResultFields {
     this.noteRequestId(outcome.requestId);
-    return { ...this.jobFields(), ...outcome, ...this.counters() };
+    // A video fetched with the check becomes the result's own fields (downloaded()), not a field of its own.
+    const polled: PollOutcome = { ...outcome };
+    delete polled.download;
+    return { ...this.jobFields(), ...polled, ...this.counters() };
   }
 
   /**
@@ -324,11 +334,10 @@ export class PromptState {
     return outcome.status === 'succeeded' && !!outcome.url && this.input.download;
   }
 
-  /** The download activity's input for `url`: into `downloadDir`, else the batch's output folder. */
-  downloadInput(url: string) {
+  /** Where the row's video goes: into `downloadDir`, else the batch's output folder. */
+  videoTarget(): VideoTarget {
     const { row, batchId, outDir, downloadDir, maxVideoBytes } = this.input;
     return {
-      url,
       name: `${row.id}.mp4`,
       parameters: row.parameters,
       ...(downloadDir ? { dir: downloadDir } : { batchId, ...(outDir ? { outDir } : {}) }),

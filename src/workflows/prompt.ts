@@ -14,7 +14,7 @@ import {
 import type { Activities } from '../activities';
 import { RETRY_POLICIES, SUBMIT_HEARTBEAT_TIMEOUT_MS } from '../contract/failures';
 import { gatewayActivityOptions } from '../contract/rate-budget';
-import type { PollOutcome } from '../contract/jobs';
+import type { InlineDownload, PollOutcome } from '../contract/jobs';
 import { workflowFailedResult, type PromptInput, type PromptResult } from '../contract/prompt';
 import { rowFields } from '../contract/rows';
 import { BatchLink } from './batch-link';
@@ -148,7 +148,9 @@ class PromptRun {
       // Never cancelled mid-flight: a submit that reaches the gateway must bring its job id home.
       const submitted = await CancellationScope.nonCancellable(() =>
         submitJob
-          .executeWithOptions({ summary: `submit row ${input.row.id}` }, [state.submitInput()])
+          .executeWithOptions({ summary: `submit row ${input.row.id}` }, [
+            { ...state.submitInput(), ...this.batch.reportTo() },
+          ])
           .catch((err: unknown) => {
             thrown = err;
             error = activityError(err);
@@ -160,8 +162,7 @@ class PromptRun {
           state.jobId = submitted.jobId;
           return finish(state, state.cancelled('its submit was in flight'));
         }
-        state.sent(submitted);
-        await this.batch.report({ outcome: 'sent' }, false);
+        state.sent(submitted); // the activity told the batch (SubmitInput.reportTo)
         return undefined;
       }
       const step = state.submitFailed(error);
@@ -219,6 +220,8 @@ class PromptRun {
       poll: input.poll,
       deadlineAt: state.deadlineAt(),
       unblockedAt: state.unblockedAt,
+      // The check that finds the job succeeded fetches its video too (no download activity when that works).
+      ...(input.download ? { download: state.videoTarget() } : {}),
     });
     if (fresh) {
       // Every dispatch on the gateway queue takes a token of the shared budget, so the wait for the first
@@ -265,7 +268,7 @@ class PromptRun {
     const { state } = this;
     const fields = state.finished(outcome);
     if (!state.wantsDownload(outcome)) return finish(state, fields);
-    return finish(state, await this.fetchVideo(fields, outcome.url));
+    return finish(state, await this.fetchVideo(fields, outcome.url, outcome.download));
   }
 
   /**
@@ -274,9 +277,13 @@ class PromptRun {
    * one more download; when that fails too the row ends `url_expired`, its job kept. Any other failure is
    * recorded on the row, which stays succeeded.
    */
-  private async fetchVideo(fields: ResultFields, url: string): Promise<ResultFields> {
+  private async fetchVideo(
+    fields: ResultFields,
+    url: string,
+    fetched?: InlineDownload,
+  ): Promise<ResultFields> {
     const { state } = this;
-    const first = await this.download(url);
+    const first = await this.download(url, fetched);
     if (first.ok) return { ...fields, ...first.fields };
     if (state.downloadFailed(first.error) === 'recorded') return { ...fields, downloadError: first.message };
     const check = await this.checkAgain();
@@ -294,12 +301,19 @@ class PromptRun {
     );
   }
 
-  /** One download attempt series of `url` (the activity's retries), as a result or a failure. */
+  /**
+   * The video at `url`, as a result or a failure: what the status check already fetched (`fetched`), else one
+   * download attempt series (the activity's retries).
+   */
   private async download(
     url: string,
+    fetched?: InlineDownload,
   ): Promise<
     { ok: true; fields: Partial<PromptResult> } | { ok: false; error?: ActivityError; message: string }
   > {
+    if (fetched?.ok) return { ok: true, fields: this.state.downloaded(fetched.video) };
+    if (fetched)
+      return { ok: false, error: { type: fetched.type, message: fetched.message }, message: fetched.message };
     const { downloadVideo } = proxyActivities<Activities>({
       startToCloseTimeout: '10m',
       // A worker that dies mid-download is noticed here, not after the 10 minutes.
@@ -308,7 +322,7 @@ class PromptRun {
     });
     try {
       const got = await downloadVideo.executeWithOptions({ summary: `download ${this.input.row.id}.mp4` }, [
-        this.state.downloadInput(url),
+        { url, ...this.state.videoTarget() },
       ]);
       return { ok: true, fields: this.state.downloaded(got) };
     } catch (err) {

@@ -7,7 +7,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFile, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readManifest } from '../../src/results/manifest';
@@ -32,6 +32,25 @@ async function csv(path: string, n: number): Promise<void> {
   const tag = randomUUID().slice(0, 8);
   const rows = Array.from({ length: n }, (_, i) => `r${i + 1},a harbour at dawn ${i + 1} ${tag},720P,5`);
   await writeFile(path, ['id,prompt,resolution,duration', ...rows].join('\n') + '\n');
+}
+
+/** The prompts of the manifest's batch, and how many downloadVideo activities their histories hold. */
+async function activitiesRun(
+  env: TestEnv,
+  manifest: string,
+): Promise<{ prompts: number; downloads: number }> {
+  const batchId = basename(dirname(manifest));
+  let prompts = 0;
+  let downloads = 0;
+  for await (const wf of env.client.workflow.list({
+    query: `BatchId = '${batchId}' AND WorkflowType = 'promptWorkflow'`,
+  })) {
+    prompts += 1;
+    const { events } = await env.client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
+    for (const event of events ?? [])
+      if (event.activityTaskScheduledEventAttributes?.activityType?.name === 'downloadVideo') downloads += 1;
+  }
+  return { prompts, downloads };
 }
 
 const sha256 = async (file: string) =>
@@ -107,6 +126,8 @@ describe('result URLs that expire, from the command line', () => {
     const afterRun = env.sim.stats();
     expect(afterRun).toMatchObject({ jobsCreated: 12, expiredUrlRequests: 0 });
     expect(afterRun.videosServed).toBe(12);
+    // Each video came with the status check that found its job finished: no prompt ran a download activity.
+    expect(await activitiesRun(env, manifest)).toEqual({ prompts: 12, downloads: 0 });
 
     // `download` after the URLs would have expired finds every file the run kept: nothing fetched, no failure.
     const download = await vidbatch(['download', 'x.csv'], { cwd: env.dir, env: cliSettings(env) });

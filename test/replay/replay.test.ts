@@ -47,6 +47,14 @@ const reported = (events: JsonEvent[], outcome: string) =>
       (JSON.parse(Buffer.from(data, 'base64').toString()) as { outcome?: string }).outcome === outcome
     );
   });
+/** A status check that found its job completed and fetched the video in the same attempt. */
+const fetchedWithCheck = (events: JsonEvent[]) =>
+  events.some((e) => {
+    const data = e.activityTaskCompletedEventAttributes?.result?.payloads?.[0]?.data;
+    if (!data) return false;
+    const result = JSON.parse(Buffer.from(data, 'base64').toString()) as { download?: { ok?: boolean } };
+    return result.download?.ok === true;
+  });
 const has = (events: JsonEvent[], type: string) => events.some((e) => e.eventType === type);
 /** A batch run that took over prompts in flight and heard one of them end (the sliding window). */
 const slidWindow = (events: JsonEvent[]) => {
@@ -104,7 +112,9 @@ describe('replay of recorded histories', () => {
           (e) => e.activityTaskScheduledEventAttributes?.priority?.priorityKey === SPARE_PRIORITY,
         ),
       ),
-      verifyStrict: prompts.some((p) => scheduled(p, 'downloadVideo').length > 0),
+      videoWithCheck: prompts.some(fetchedWithCheck),
+      // C: the checks' attempts are too short to fetch a video with them; --verify strict fails a row.
+      downloadActivity: prompts.some((p) => scheduled(p, 'downloadVideo').length > 0),
       refusedKey: prompts.some((p) => failedWith(p, 'Forbidden')),
       cancel: batches.some((b) => has(b, 'EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED')),
       continueAsNew: batches.some((b) => has(b, 'EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW')),

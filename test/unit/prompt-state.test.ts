@@ -264,15 +264,14 @@ describe('PromptState', () => {
     // The client's defaults: every video is kept, beside the manifest.
     const state = prompt({ outDir: '/out/b' });
     expect(state.wantsDownload(done)).toBe(true);
-    expect(state.downloadInput('u')).toEqual({
-      url: 'u',
+    expect(state.videoTarget()).toEqual({
       name: 'r1.mp4',
       parameters: {},
       batchId: 'batch-1',
       outDir: '/out/b',
       maxBytes: DEFAULT_BATCH_OPTIONS.maxVideoBytes,
     });
-    expect(prompt({ downloadDir: '/v/b' }).downloadInput('u')).toMatchObject({ dir: '/v/b' });
+    expect(prompt({ downloadDir: '/v/b' }).videoTarget()).toMatchObject({ dir: '/v/b' });
     expect(prompt({ download: false }).wantsDownload(done)).toBe(false);
     expect(prompt({ download: false, downloadDir: '/v' }).wantsDownload(done)).toBe(false);
   });
