@@ -132,6 +132,7 @@ function printReport(report: ScenarioReport): void {
     ['video downloads per prompt', fmt(v.downloadsPerPrompt), '-'],
     ['jobs created', String(v.jobsCreated), '-'],
     ['history events per prompt', fmt(v.historyEventsPerPrompt, 1), '-'],
+    ['  of which the batch', fmt(v.batchEventsPerPrompt, 1), '-'],
     ['largest run history (events)', String(v.largestRunEvents), '-'],
     ['billable actions per prompt (est.)', fmt(v.actionsPerPrompt, 1), '-'],
     ['worker peak RSS (MB)', fmt(v.workerPeakRssMb, 0), '-'],

@@ -224,6 +224,8 @@ async function measure(
       requestsPerPrompt: requests / options.prompts,
       downloadsPerPrompt: downloads / options.prompts,
       historyEventsPerPrompt: history.eventsPerPrompt,
+      /** The batch's share of the above (its runs' events over the prompts); the rest is the prompts' own. */
+      batchEventsPerPrompt: history.batchEvents / Math.max(1, history.prompts),
       largestRunEvents: history.largestRunEvents,
       actionsPerPrompt: history.actionsPerPrompt,
       workerPeakRssMb: peakRssMb,

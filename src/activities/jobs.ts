@@ -469,8 +469,11 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
       }
       if (job.status === 'completed') {
         count('vidbatch_jobs_finished', { status: 'succeeded', code: '' });
+        // Not a spare check: the due check cancels it when it comes and would fetch the same file alongside.
         const download =
-          input.download && job.url ? await inlineDownload(job.url, input.download, now) : undefined;
+          input.download && job.url && !input.spare
+            ? await inlineDownload(job.url, input.download, now)
+            : undefined;
         return { status: 'succeeded', url: job.url, polls: attempt, ...(download ? { download } : {}) };
       }
       if (job.status === 'failed') {

@@ -1,8 +1,8 @@
 // The status check that finds a job completed fetches its video in the same attempt, when that fits in what is
 // left of the attempt: the video on disk, or a failure no retry changes (the URL answered 410); any other
-// failure leaves the video to the download activity, and so does an attempt with too little time left. Over
-// real HTTP: a stand-in gateway answers the job completed, with a URL on a file server whose answers the test
-// chooses.
+// failure leaves the video to the download activity, and so do a spare check and an attempt with too little
+// time left. Over real HTTP: a stand-in gateway answers the job completed, with a URL on a file server whose
+// answers the test chooses.
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -54,7 +54,7 @@ beforeAll(async () => {
 });
 afterAll(() => server.close());
 
-async function poll(jobId: string, startToCloseTimeoutMs = 30_000) {
+async function poll(jobId: string, { startToCloseTimeoutMs = 30_000, spare = false } = {}) {
   const dir = await mkdtemp(join(tmpdir(), 'vidbatch-inline-'));
   const gateway = new GatewayClient({ baseUrl: `${origin}/v1`, apiKey: () => 'sk-test', timeoutMs: 5_000 });
   const activities = createJobActivities(gateway, dir);
@@ -63,6 +63,7 @@ async function poll(jobId: string, startToCloseTimeoutMs = 30_000) {
     submittedAt: Date.now() - 60_000,
     poll: DEFAULT_BATCH_OPTIONS.poll,
     checkNow: true,
+    ...(spare ? { spare } : {}),
     download: { batchId: 'batch-1', name: `${jobId}.mp4`, parameters: { resolution: '720P', duration: 5 } },
   };
   const env = new MockActivityEnvironment({ startToCloseTimeoutMs });
@@ -100,9 +101,16 @@ describe('the check that finds a job completed fetches its video', () => {
   });
 
   it('does not start a download the attempt has no time left for', async () => {
-    const { outcome } = await poll('late', 3_500);
+    const { outcome } = await poll('late', { startToCloseTimeoutMs: 3_500 });
     expect(outcome.status).toBe('succeeded');
     expect(outcome.download).toBeUndefined();
     expect(requests).not.toContain('/late.mp4');
+  });
+
+  it('leaves the video of a spare check to the download activity (the due check may cancel it mid-way)', async () => {
+    const { outcome } = await poll('spare', { spare: true });
+    expect(outcome).toMatchObject({ status: 'succeeded', url: `${origin}/spare.mp4` });
+    expect(outcome.download).toBeUndefined();
+    expect(requests).not.toContain('/spare.mp4');
   });
 });
