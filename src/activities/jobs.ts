@@ -109,9 +109,10 @@ async function recordHeartbeat(ctx: Context, details: SubmitHeartbeat): Promise<
 async function reportSent(ctx: Context, input: SubmitInput): Promise<void> {
   if (!input.reportTo) return;
   try {
-    await ctx.client.workflow
-      .getHandle(input.reportTo)
-      .signal(promptSubmitOutcomeSignal, { rowId: input.row.id, outcome: 'sent' });
+    const batch = ctx.client.workflow.getHandle(input.reportTo);
+    await ctx.client.withDeadline(Date.now() + REPORT_SENT_TIMEOUT_MS, () =>
+      batch.signal(promptSubmitOutcomeSignal, { rowId: input.row.id, outcome: 'sent' }),
+    );
   } catch (err) {
     ctx.log.warn('could not tell the batch a job was made', { rowId: input.row.id, error: String(err) });
   }
@@ -182,10 +183,13 @@ function noUrlMessage(jobId: string): string {
   );
 }
 
-/** `roots`: where the jobs journal may be written (activities/paths.ts); undefined: anywhere. */
 /** Time kept back from a status check's attempt when it fetches the video too, so the attempt ends in time. */
 const INLINE_DOWNLOAD_MARGIN_MS = 3_000;
 
+/** The longest a submit waits to tell the batch of its job id (well inside its heartbeat timeout). */
+const REPORT_SENT_TIMEOUT_MS = 5_000;
+
+/** `roots`: where the jobs journal may be written (activities/paths.ts); undefined: anywhere. */
 export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roots?: PathRoots) {
   const latency = new LatencyTracker();
   // Attempts that sent nothing (a hold), per idempotency key, so a row's `attempts` counts real submissions.

@@ -14,8 +14,9 @@ export interface PromptBlocked {
 export interface PromptSubmitOutcome {
   rowId: string;
   /**
-   * `sent`: a job id came back (told by the submit activity); `unknown`: the gateway may have made a job; `unreachable`: nothing could be sent;
-   * `capacity`: refused with a long Retry-After, the prompt waits for a slot (`unblock`).
+   * `sent`: a job id came back (told by the submit activity); `unknown`: the gateway may have made a job;
+   * `unreachable`: nothing could be sent; `capacity`: refused with a long Retry-After, the prompt waits for a
+   * slot (`unblock`).
    */
   outcome: 'sent' | 'unknown' | 'unreachable' | 'capacity';
   /** The prompt waits for `unblock` before it sends again (a resend after an unknown outcome). */
