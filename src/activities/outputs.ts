@@ -3,7 +3,7 @@
 // is retried).
 import { basename, dirname, resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
-import type { DownloadedVideo, Verification, VideoTarget } from '../contract/jobs';
+import type { VerifiedVideo, VideoTarget } from '../contract/jobs';
 import type { PromptResult } from '../contract/prompt';
 import { DownloadError } from '../errors';
 import { downloadVerified } from '../results/download';
@@ -26,7 +26,7 @@ export async function fetchVideo(
   outRoot: string,
   roots: PathRoots | undefined,
   signal: AbortSignal,
-): Promise<DownloadedVideo & { verification: Verification }> {
+): Promise<VerifiedVideo> {
   try {
     // Without `dir` the video goes where the batch's manifest goes, so the out roots allow it.
     if (dir === undefined && outDir === undefined && !batchId)
@@ -53,10 +53,7 @@ export async function fetchVideo(
  */
 export function createOutputActivities(outRoot: string, roots?: PathRoots) {
   return {
-    async downloadVideo({
-      url,
-      ...target
-    }: VideoTarget & { url: string }): Promise<DownloadedVideo & { verification: Verification }> {
+    async downloadVideo({ url, ...target }: VideoTarget & { url: string }): Promise<VerifiedVideo> {
       // Alive while it runs: a worker that dies mid-download is noticed within the heartbeat timeout, and the
       // download goes on elsewhere, instead of holding its row for the whole start-to-close timeout.
       const ctx = Context.current();

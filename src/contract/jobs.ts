@@ -48,8 +48,7 @@ export interface PollOutcome {
  * and the download activity fetches the video, with its own retries.
  */
 export type InlineDownload =
-  | { ok: true; video: DownloadedVideo & { verification: Verification } }
-  | { ok: false; type: string; message: string };
+  { ok: true; video: VerifiedVideo } | { ok: false; type: string; message: string };
 
 /** Where a video goes and what it is checked against: the download's input, beside its URL. */
 export interface VideoTarget {
@@ -64,6 +63,9 @@ export interface VideoTarget {
   /** The largest file accepted (absent: DEFAULT_MAX_VIDEO_BYTES). */
   maxBytes?: number;
 }
+
+/** A downloaded video with its check against the row's request. */
+export type VerifiedVideo = DownloadedVideo & { verification: Verification };
 
 /** A verified download of a finished video. */
 export interface DownloadedVideo {

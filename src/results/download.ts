@@ -15,7 +15,7 @@ import { pipeline } from 'node:stream/promises';
 import { request, type Dispatcher } from 'undici';
 import { DownloadError } from '../errors';
 import { DEFAULT_MAX_VIDEO_BYTES } from '../contract/batch-options';
-import type { DownloadedVideo, Verification } from '../contract/jobs';
+import type { DownloadedVideo, Verification, VerifiedVideo } from '../contract/jobs';
 import { URL_EXPIRED_CODE, VIDEO_MISMATCH_CODE, type PromptResult } from '../contract/prompt';
 import { appendResults, readManifest } from './manifest';
 import { askedOf, verifyVideo } from './verify-video';
@@ -437,12 +437,7 @@ export async function downloadBatch(
  * served it. A `url_expired` row becomes succeeded (its video was generated and is now kept); a strict batch
  * fails a video that differs from its request, as the run would have.
  */
-function fetchedResult(
-  row: PromptResult,
-  got: DownloadedVideo & { verification: Verification },
-  url: string,
-  strict: boolean,
-): PromptResult {
+function fetchedResult(row: PromptResult, got: VerifiedVideo, url: string, strict: boolean): PromptResult {
   const { errorCode, errorMessage, ...rest } = row;
   delete rest.downloadError; // the video is on disk now
   const base: PromptResult = {

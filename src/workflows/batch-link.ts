@@ -36,8 +36,7 @@ export class BatchLink {
 
   /** Where the submit activity reports a job id (SubmitInput.reportTo): the batch's current run. */
   reportTo(): { reportTo?: string } {
-    const parent = workflowInfo().parent;
-    return parent ? { reportTo: parent.workflowId } : {};
+    return this.batch ? { reportTo: this.batch.workflowId } : {};
   }
 
   private get rowId(): string {
