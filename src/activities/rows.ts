@@ -1,5 +1,6 @@
 // The readRows activity: a page of the batch's CSV, read on the worker (the batch's input holds only the path
-// and sha256) and checked against the sha256 the batch started with. Each row carries what is known about it
+// and sha256) and checked against the sha256 the batch started with. The page comes from the CSV's rows file
+// (input/rows-file.ts), read by position, so a worker never holds the whole CSV. Each row carries what is known about it
 // (`prior`): from earlier runs of its batch, else from other batches of the output root that paid for the
 // same request (results/request-index.ts). A page is cut by size as well as by count so that no payload comes
 // near Temporal's limit.
@@ -7,7 +8,7 @@ import { copyFile, link, mkdir, rm, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { EnhanceOptions } from '../contract/enhance';
 import { loadCsv } from '../input/csv';
-import { assignRequestKeys } from '../input/request-key';
+import { csvFileSha256, RowsFileReader, rowsFilePath, writeRowsFile } from '../input/rows-file';
 import type { PageRow, PriorOutcome, PromptRow } from '../contract/rows';
 import { FolderPrior, mergePrior } from '../results/prior';
 import { priorFromIndex, RequestIndex, type RequestSource } from '../results/request-index';
@@ -70,9 +71,43 @@ function cached<T>(size: number, make: (key: string) => T): (key: string) => T {
 
 /** `roots`: where CSVs may be read and output folders consulted (activities/paths.ts); undefined: anywhere. */
 export function createRowActivities(outRoot = 'out', roots?: PathRoots) {
-  // The parsed CSV of the current batch; pages are cut from it instead of re-parsing per page. A file whose
-  // size or mtime moved is read and checked again, so an edit is noticed on the next page.
-  let csvCache: { key: string; rows: PromptRow[] } | undefined;
+  // The CSVs whose sha256 was checked, by size and mtime: a file whose size or mtime moved is hashed again, so
+  // an edit is noticed on the next page. And a reader per rows file, which knows where its pages start.
+  const checked = cached(16, () => ({ stamp: '' }));
+  const reader = cached(16, (key) => {
+    const [path, sha] = key.split('\n');
+    return new RowsFileReader(path!, sha!);
+  });
+
+  /** Throws CsvChanged unless `csvPath` is the file the batch started from. */
+  async function checkCsv(csvPath: string, csvSha256: string) {
+    const file = await stat(csvPath).catch(() => undefined);
+    if (!file)
+      throw csvChanged(
+        `${csvPath} is missing (the batch started from it): restore it and resume, or cancel the batch`,
+      );
+    const seen = checked(csvPath);
+    const stamp = `${file.size}/${file.mtimeMs}/${csvSha256}`;
+    if (seen.stamp === stamp) return;
+    const now = await csvFileSha256(csvPath);
+    if (now !== csvSha256)
+      throw csvChanged(
+        `${csvPath} changed since the batch started: restore it and resume, or cancel the batch (sha256 now ${now.slice(0, 12)}, expected ${csvSha256.slice(0, 12)})`,
+      );
+    seen.stamp = stamp;
+  }
+
+  /** Rows `offset` on, from the rows file under `root` (written from the CSV here when it is missing). */
+  async function rowsOf(input: ReadRowsInput, csvPath: string, root: string): Promise<PromptRow[]> {
+    const path = rowsFilePath(root, input.csvSha256, input.enhance);
+    const rows = reader(`${path}\n${input.csvSha256}`);
+    const page = await rows.page(input.offset, input.limit);
+    if (page) return page;
+    const parsed = await loadCsv(csvPath);
+    if (parsed.sha256 !== input.csvSha256) await checkCsv(csvPath, input.csvSha256); // changed in between
+    await writeRowsFile(path, parsed.sha256, parsed.rows, input.enhance);
+    return (await rows.page(input.offset, input.limit)) ?? [];
+  }
   // Output folders read so far (a few batches at a time per worker), and the output roots' request indexes,
   // each read incrementally.
   const folder = cached(16, (dir) => new FolderPrior(dir));
@@ -114,28 +149,11 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots) {
 
   return {
     async readRows(input: ReadRowsInput): Promise<PageRow[]> {
-      const { csvSha256, offset, limit } = input;
       const csvPath = await allowedPath(input.csvPath, 'input', roots);
-      const file = await stat(csvPath).catch(() => undefined);
-      const enhanceKey = input.enhance ? JSON.stringify(input.enhance) : '';
-      const key = `${csvPath}\n${csvSha256}\n${file?.size}\n${file?.mtimeMs}\n${enhanceKey}`;
-      if (csvCache?.key !== key) {
-        if (!file)
-          throw csvChanged(
-            `${csvPath} is missing (the batch started from it): restore it and resume, or cancel the batch`,
-          );
-        const parsed = await loadCsv(csvPath);
-        if (parsed.sha256 !== csvSha256) {
-          throw csvChanged(
-            `${csvPath} changed since the batch started: restore it and resume, or cancel the batch (sha256 now ${parsed.sha256.slice(0, 12)}, expected ${csvSha256.slice(0, 12)})`,
-          );
-        }
-        if (input.enhance) assignRequestKeys(parsed.rows, input.enhance);
-        csvCache = { key, rows: parsed.rows };
-      }
-      const rows = csvCache.rows.slice(offset, offset + limit);
-      if (!input.batchId) return rows;
+      await checkCsv(csvPath, input.csvSha256);
+      if (!input.batchId) return rowsOf(input, csvPath, await allowedPath(outRoot, 'out', roots));
       const ownDir = await allowedPath(input.outDir ?? resolve(outRoot, input.batchId), 'out', roots);
+      const rows = await rowsOf(input, csvPath, dirname(ownDir));
       const own = await folder(ownDir).refresh();
       const original = input.priorOutDir
         ? await folder(await allowedPath(input.priorOutDir, 'out', roots)).refresh()

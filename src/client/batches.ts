@@ -19,6 +19,7 @@ import type { BatchProgress } from '../contract/progress';
 import { loadWorkerSettings } from '../config';
 import { ConfigError, OtherVersionBatchError, UnservedBatchError } from '../errors';
 import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
+import { rowsFilePath, writeRowsFile } from '../input/rows-file';
 import { failedRowsCsv, retryCsvPath, type LeftOut } from '../results/export';
 import { findManifest } from './batch-status';
 import { previousInput, waitForTerminatedSubmits } from './rerun';
@@ -150,7 +151,6 @@ export interface StartedBatch {
   batchId: string;
   /** The batch was already running or completed: this attached to it. */
   attached: boolean;
-  csv: ParsedCsv;
   /** The task queue of the running batch this attached to, when it is not this process's: only followed here. */
   runsOn?: string;
 }
@@ -178,7 +178,7 @@ export async function startBatch(
     if (!(await polled(session, previous.taskQueue)))
       throw new UnservedBatchError(batchId, previous.taskQueue);
     const handle = session.client.workflow.getHandle<typeof batchWorkflow>(batchId);
-    return { handle, batchId, attached: true, csv, runsOn: previous.taskQueue };
+    return { handle, batchId, attached: true, runsOn: previous.taskQueue };
   }
   // Failed, cancelled or terminated batches may be started again (the new run continues from what the earlier
   // ones recorded: rows that succeeded are not submitted, known jobs are checked); running or completed ones
@@ -231,6 +231,16 @@ export async function startBatch(
     ...(retryOf ? { retryOf } : {}),
     ...(priorOutDir ? { priorOutDir: resolve(priorOutDir) } : {}),
   };
+  // Workers read the rows by position from this file, not the whole CSV (input/rows-file.ts).
+  if (!attached) {
+    const ownDir = resolve(batchOptions.outDir ?? join(loadWorkerSettings().outRoot, batchId));
+    await writeRowsFile(
+      rowsFilePath(dirname(ownDir), csv.sha256, batchOptions.enhance),
+      csv.sha256,
+      csv.rows,
+      batchOptions.enhance,
+    );
+  }
   try {
     const handle = await session.client.workflow.start(batchWorkflow, {
       workflowId: batchId,
@@ -250,14 +260,13 @@ export async function startBatch(
       memo: { csvPath: resolve(csvPath), ...(retryOf ? { retryOf } : {}) },
     });
     if (!attached) await sayOlderBatchesOf(session, resolve(csvPath), batchId, log);
-    return { handle, batchId, attached, csv };
+    return { handle, batchId, attached };
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
     return {
       handle: session.client.workflow.getHandle<typeof batchWorkflow>(batchId),
       batchId,
       attached: true,
-      csv,
     };
   }
 }

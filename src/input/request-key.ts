@@ -45,17 +45,23 @@ export function requestHash(
 }
 
 /**
- * Sets `request` on every row, in file order: `<hash>/<n>` for the n-th occurrence of a request, or
+ * The request key of each row given in file order: `<hash>/<n>` for the n-th occurrence of a request, or
  * `<hash>/<take>/<n>` when the row names its take. With `enhance`, rows that will be rewritten (those without
  * an `originalPrompt`) are keyed with the rewrite's settings.
  */
-export function assignRequestKeys(rows: (PromptRow & { take?: string })[], enhance?: EnhanceOptions): void {
+export function requestKeyer(enhance?: EnhanceOptions): (row: PromptRow & { take?: string }) => string {
   const seen = new Map<string, number>();
-  for (const row of rows) {
+  return (row) => {
     const hash = requestHash(row, row.originalPrompt === undefined ? enhance : undefined);
     const base = row.take ? `${hash}/${row.take}` : hash;
     const n = (seen.get(base) ?? 0) + 1;
     seen.set(base, n);
-    row.request = `${base}/${n}`;
-  }
+    return `${base}/${n}`;
+  };
+}
+
+/** Sets `request` on every row, in file order (requestKeyer). */
+export function assignRequestKeys(rows: (PromptRow & { take?: string })[], enhance?: EnhanceOptions): void {
+  const key = requestKeyer(enhance);
+  for (const row of rows) row.request = key(row);
 }

@@ -1,35 +1,31 @@
-// JSON-lines files that only grow (the manifest, the jobs journal): whole-file reads that skip a torn last line
-// (a crash mid-append), and a tail reader that parses only what was appended since its last read.
-import { open, readFile } from 'node:fs/promises';
+// JSON-lines files that only grow (the manifest, the jobs journal): reads that skip a torn last line (a crash
+// mid-append), and a tail reader that parses only what was appended since its last read. Files are read a chunk
+// at a time, so one of any size is never held as one string (V8 refuses strings past 512 MiB).
+import { open } from 'node:fs/promises';
+
+const CHUNK_BYTES = 8 * 1024 * 1024;
 
 /** The records of a JSON-lines file, in file order; a missing file has none, torn or foreign lines are skipped. */
 export async function readJsonl<T>(path: string): Promise<T[]> {
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-    throw err;
-  }
-  return parseLines<T>(text);
+  const records: T[] = [];
+  await new JsonlTail<T>(path).read((r) => records.push(r));
+  return records;
 }
 
-function parseLines<T>(text: string): T[] {
-  const records: T[] = [];
+function parseLines<T>(text: string, each: (record: T) => void): void {
   for (const line of text.split('\n')) {
     if (!line.trim()) continue;
     try {
       const record = JSON.parse(line) as unknown;
-      if (record && typeof record === 'object') records.push(record as T);
+      if (record && typeof record === 'object') each(record as T);
     } catch {
       // a torn line from a crash mid-append: the retry wrote the record again
     }
   }
-  return records;
 }
 
 /**
- * Reads a growing JSON-lines file incrementally: each `read()` returns the complete lines appended since the
+ * Reads a growing JSON-lines file incrementally: each `read()` gives the complete lines appended since the
  * last one. A file that shrank (its torn tail was cut) is read again from the start (`reset` is true).
  */
 export class JsonlTail<T> {
@@ -37,7 +33,10 @@ export class JsonlTail<T> {
 
   constructor(readonly path: string) {}
 
-  async read(): Promise<{ records: T[]; reset: boolean }> {
+  /** The new records, in file order, to `each` (as they are read), else in `records`. */
+  async read(each?: (record: T) => void): Promise<{ records: T[]; reset: boolean }> {
+    const records: T[] = [];
+    const take = each ?? ((r: T) => void records.push(r));
     let handle;
     try {
       handle = await open(this.path, 'r');
@@ -45,7 +44,7 @@ export class JsonlTail<T> {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
         const reset = this.offset > 0;
         this.offset = 0;
-        return { records: [], reset };
+        return { records, reset };
       }
       throw err;
     }
@@ -56,14 +55,25 @@ export class JsonlTail<T> {
         this.offset = 0;
         reset = true;
       }
-      if (size === this.offset) return { records: [], reset };
-      const buffer = Buffer.alloc(size - this.offset);
-      const { bytesRead } = await handle.read(buffer, 0, buffer.length, this.offset);
-      // Only complete lines: a line still being written (or torn) is read once it ends.
-      const end = buffer.subarray(0, bytesRead).lastIndexOf(0x0a);
-      if (end < 0) return { records: [], reset };
-      this.offset += end + 1;
-      return { records: parseLines<T>(buffer.subarray(0, end + 1).toString('utf8')), reset };
+      let carried = Buffer.alloc(0);
+      while (this.offset + carried.length < size) {
+        const chunk = Buffer.alloc(Math.min(CHUNK_BYTES, size - this.offset - carried.length));
+        const { bytesRead } = await handle.read(chunk, 0, chunk.length, this.offset + carried.length);
+        if (bytesRead === 0) break;
+        const buffer = carried.length
+          ? Buffer.concat([carried, chunk.subarray(0, bytesRead)])
+          : chunk.subarray(0, bytesRead);
+        // Only complete lines: a line still being written (or torn) is read once it ends.
+        const end = buffer.lastIndexOf(0x0a);
+        if (end < 0) {
+          carried = buffer;
+          continue;
+        }
+        parseLines<T>(buffer.subarray(0, end + 1).toString('utf8'), take);
+        this.offset += end + 1;
+        carried = buffer.subarray(end + 1);
+      }
+      return { records, reset };
     } finally {
       await handle.close();
     }

@@ -56,8 +56,12 @@ async function repairTail(path: string): Promise<void> {
   }
 }
 
-/** Records known to be in each manifest, valid while the file keeps the size we last saw (else re-read). */
+/**
+ * Records known to be in each manifest, valid while the file keeps the size we last saw (else re-read). A few
+ * manifests at a time: a long-lived worker serves batch after batch.
+ */
 const recordedCache = new Map<string, { size: number; records: Set<string> }>();
+const RECORDED_CACHE_SIZE = 4;
 
 async function fileSize(path: string): Promise<number> {
   return stat(path).then(
@@ -77,6 +81,8 @@ export async function appendResults(outDir: string, results: PromptResult[]): Pr
       size: await fileSize(path),
       records: new Set((await readJsonl<PromptResult>(path)).map(recordKey)),
     };
+    recordedCache.delete(path);
+    if (recordedCache.size >= RECORDED_CACHE_SIZE) recordedCache.delete(recordedCache.keys().next().value!);
     recordedCache.set(path, cached);
   }
   const recorded = cached.records;

@@ -173,23 +173,22 @@ export class FolderPrior {
 
   /** Reads what the files gained; `mentions` pairs each request key they mention with its row. */
   async update(): Promise<{ fold: PriorFold; mentions: [request: string, rowId: string][]; reset: boolean }> {
-    const m = await this.manifest.read();
-    const j = await this.journal.read();
+    const mentions: [string, string][] = [];
+    // Folded as they are read: a big file's records are never all held at once.
+    const m = await this.manifest.read((r) => {
+      this.fold.record(r);
+      if (typeof r.request === 'string') mentions.push([r.request, r.rowId]);
+    });
+    const j = await this.journal.read((e) => {
+      this.fold.entry(e);
+      if (typeof e.request === 'string') mentions.push([e.request, e.rowId]);
+    });
     if (m.reset || j.reset) {
       // A file shrank (its torn tail was cut): fold both again from the start.
       this.fold = new PriorFold();
       this.manifest = new JsonlTail(manifestPath(this.dir));
       this.journal = new JsonlTail(journalPath(this.dir));
       return { ...(await this.update()), reset: true };
-    }
-    const mentions: [string, string][] = [];
-    for (const r of m.records) {
-      this.fold.record(r);
-      if (typeof r.request === 'string') mentions.push([r.request, r.rowId]);
-    }
-    for (const e of j.records) {
-      this.fold.entry(e);
-      if (typeof e.request === 'string') mentions.push([e.request, e.rowId]);
     }
     return { fold: this.fold, mentions, reset: false };
   }

@@ -188,7 +188,8 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
   // Validate before starting any server: nothing is submitted from a file with errors.
   const prices = await pricesFrom(o);
   const enhance = await enhanceFrom(o);
-  const parsed = await loadCsv(csvPath);
+  // Let go once the batch has started (below): a batch of any size is followed in little memory.
+  let parsed: Awaited<ReturnType<typeof loadCsv>> | undefined = await loadCsv(csvPath);
   if (parsed.problems.length) fail(new CsvValidationError(parsed.problems));
   const reviewed = parsed.rows.filter((r) => r.originalPrompt !== undefined).length;
   if (enhance && reviewed)
@@ -214,15 +215,21 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
     download: typeof o.download === 'string' ? [resolve(o.download)] : [],
   };
   const session = await openBatchSession({ simulate, detach: !!o.detach, allow });
+  const rowCount = parsed.rows.length;
   try {
     await followInTerminal(session, {
       start: () =>
-        startBatch(session, csvPath, { ...batchOptionsFrom(o), ...(enhance ? { enhance } : {}) }, parsed),
+        startBatch(
+          session,
+          csvPath,
+          { ...batchOptionsFrom(o), ...(enhance ? { enhance } : {}) },
+          parsed,
+        ).finally(() => (parsed = undefined)),
       detach: !!o.detach,
       json: !!o.json,
       prices,
       startedLine: ({ batchId, attached, runsOn }) =>
-        `${attached ? 'Attached to' : 'Started'} batch ${batchId} (${parsed.rows.length} prompts)` +
+        `${attached ? 'Attached to' : 'Started'} batch ${batchId} (${rowCount} prompts)` +
         (runsOn
           ? `; it runs for the gateway it was started with (task queue "${runsOn}"), on that process's workers: ` +
             "following it here, this process's gateway sends none of its rows"
