@@ -1,31 +1,37 @@
 // What a worker holds to read a big batch's rows: a CSV of N VBench prompts (the longer list), a manifest and a
-// jobs journal in which the first half of the rows finished (a re-run: every page looks up earlier outcomes),
-// then every page read through the readRows activity as the batch reads them (100 rows, 512 KiB at most), in a
-// child process whose peak RSS and heap are sampled after each page. Prints one JSON line.
-//   npx tsx bench/rows-memory.ts [rows=100000]
+// jobs journal in which a share of the rows finished (a re-run: every page looks up earlier outcomes),
+// then every page read through the readRows activity as the batch reads them (100 rows, 512 KiB at most), each
+// page's rows then recorded as the batch records them (a journal line and a manifest line each), in a child
+// process whose peak RSS and heap are sampled after each page. Prints one JSON line.
+//   npx tsx bench/rows-memory.ts [rows=100000] [finished=0.5]   (finished: the share of rows an earlier run did)
 import { spawnSync } from 'node:child_process';
 import { appendFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRowActivities } from '../src/activities/rows';
-import { MAX_PAGE_BYTES } from '../src/contract/rows';
+import { MAX_PAGE_BYTES, type PromptRow } from '../src/contract/rows';
 import { loadCsv } from '../src/input/csv';
 import { writeVbenchCsv } from './vbench';
 
 const BATCH = 'batch-00000000000000be';
 const PAGE = 100;
 
-async function prepare(rows: number) {
-  const dir = await mkdtemp(join(tmpdir(), 'vidbatch-rows-bench-'));
-  const csvPath = join(dir, 'big.csv');
-  await writeVbenchCsv(csvPath, rows, 'all_dimension_longer');
-  const csv = await loadCsv(csvPath);
-  const own = join(dir, 'out', BATCH);
-  await mkdir(own, { recursive: true });
+/** A journal line and a manifest line for each row, as a batch writes them when its rows succeed. */
+async function record(dir: string, rows: PromptRow[]) {
   const at = new Date(0).toISOString();
-  const half = csv.rows.slice(0, rows / 2);
-  const manifest = half.map((r, i) =>
+  const journal = rows.map((r) =>
+    JSON.stringify({
+      rowId: r.id,
+      jobId: `vid_${r.id}`,
+      generation: 0,
+      request: r.request,
+      line: r.line,
+      at,
+    }),
+  );
+  await appendFile(join(dir, 'jobs.jsonl'), journal.join('\n') + '\n');
+  const manifest = rows.map((r) =>
     JSON.stringify({
       rowId: r.id,
       line: r.line,
@@ -35,18 +41,24 @@ async function prepare(rows: number) {
       parameters: r.parameters,
       request: r.request,
       status: 'succeeded',
-      jobId: `vid_${i}`,
-      url: `https://cdn.example/v/${i}.mp4`,
+      jobId: `vid_${r.id}`,
+      url: `https://cdn.example/v/${r.id}.mp4`,
       attempts: 1,
       polls: 1,
       finishedAt: at,
     }),
   );
-  await appendFile(join(own, 'manifest.jsonl'), manifest.join('\n') + '\n');
-  const journal = half.map((r, i) =>
-    JSON.stringify({ rowId: r.id, jobId: `vid_${i}`, generation: 0, request: r.request, at }),
-  );
-  await appendFile(join(own, 'jobs.jsonl'), journal.join('\n') + '\n');
+  await appendFile(join(dir, 'manifest.jsonl'), manifest.join('\n') + '\n');
+}
+
+async function prepare(rows: number, finished: number) {
+  const dir = await mkdtemp(join(tmpdir(), 'vidbatch-rows-bench-'));
+  const csvPath = join(dir, 'big.csv');
+  await writeVbenchCsv(csvPath, rows, 'all_dimension_longer');
+  const csv = await loadCsv(csvPath);
+  const own = join(dir, 'out', BATCH);
+  await mkdir(own, { recursive: true });
+  await record(own, csv.rows.slice(0, Math.round(rows * finished)));
   // What `run` does before the batch starts (this code's rows file; older code has none).
   const rowsFile = await import('../src/input/rows-file').catch(() => undefined);
   if (rowsFile)
@@ -71,6 +83,10 @@ async function read(dir: string, csvPath: string, csvSha256: string, rows: numbe
       maxBytes: MAX_PAGE_BYTES,
     });
     offset += page.length;
+    await record(
+      join(dir, 'out', BATCH),
+      page.filter((r) => r.prior?.status !== 'succeeded'),
+    );
     pages += 1;
     const m = process.memoryUsage();
     peakRss = Math.max(peakRss, m.rss);
@@ -93,7 +109,7 @@ if (mode === 'read') {
   console.log(JSON.stringify(await read(dir!, csvPath!, sha!, Number(rows))));
 } else {
   const rows = Number(mode ?? 100_000);
-  const { dir, csvPath, sha256 } = await prepare(rows);
+  const { dir, csvPath, sha256 } = await prepare(rows, Number(args[0] ?? 0.5));
   const child = spawnSync(
     process.execPath,
     [...process.execArgv, fileURLToPath(import.meta.url), 'read', dir, csvPath, sha256, String(rows)],

@@ -205,10 +205,11 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
   ): Promise<string | undefined> => {
     try {
       const dir = await allowedPath(input.outDir ?? resolve(outRoot, input.batchId), 'out', roots);
-      const { model, parameters, request } = input.row;
+      const { model, parameters, request, line } = input.row;
       await appendJournal(dir, {
         ...entry,
         ...(request ? { request } : {}),
+        line,
         generation: input.generation ?? 0,
         at: new Date().toISOString(),
         // What the spend ledger prices a job by when its row has no manifest line yet.

@@ -111,6 +111,9 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots) {
   // Output folders read so far (a few batches at a time per worker), and the output roots' request indexes,
   // each read incrementally.
   const folder = cached(16, (dir) => new FolderPrior(dir));
+  // A batch's own folder, held only for the rows ahead of its cursor (FolderPrior.refresh): kept apart from
+  // the folders read whole (a retry's original batch), which must keep every row.
+  const ownFolder = cached(16, (dir) => new FolderPrior(dir, false));
   const indexOf = cached(4, (root) => new RequestIndex(root));
 
   /** The earlier batch's video, hard-linked (else copied) into this batch's folder; undefined when it has none. */
@@ -154,7 +157,7 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots) {
       if (!input.batchId) return rowsOf(input, csvPath, await allowedPath(outRoot, 'out', roots));
       const ownDir = await allowedPath(input.outDir ?? resolve(outRoot, input.batchId), 'out', roots);
       const rows = await rowsOf(input, csvPath, dirname(ownDir));
-      const own = await folder(ownDir).refresh();
+      const own = await ownFolder(ownDir).refresh(rows[0]?.line);
       const original = input.priorOutDir
         ? await folder(await allowedPath(input.priorOutDir, 'out', roots)).refresh()
         : undefined;

@@ -19,6 +19,8 @@ export interface JournalEntry {
   unknown?: true;
   /** The row's request key (input/request-key.ts): other batches in the output root follow this job. */
   request?: string;
+  /** The row's line in its CSV: a reader that has passed it lets it go (results/prior.ts). */
+  line?: number;
   /** ISO time of the entry. */
   at: string;
   /** What the job was asked for (absent in journals from before the spend ledger): prices it when no manifest line does. */

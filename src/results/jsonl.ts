@@ -3,7 +3,7 @@
 // at a time, so one of any size is never held as one string (V8 refuses strings past 512 MiB).
 import { open } from 'node:fs/promises';
 
-const CHUNK_BYTES = 8 * 1024 * 1024;
+const CHUNK_BYTES = 1024 * 1024;
 
 /** The records of a JSON-lines file, in file order; a missing file has none, torn or foreign lines are skipped. */
 export async function readJsonl<T>(path: string): Promise<T[]> {

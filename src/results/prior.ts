@@ -31,6 +31,8 @@ interface RowPrior {
   request?: string;
   /** What another batch reusing this row's video records: the last succeeded line's job and file. */
   kept?: KeptVideo;
+  /** The row's line in its CSV, when a record gave it. */
+  line?: number;
 }
 
 /** A succeeded row's job and video, as a batch that reuses it records them. */
@@ -55,6 +57,22 @@ export interface RowView {
 export class PriorFold {
   private readonly rows = new Map<string, RowPrior>();
 
+  /** `views`: keep what the request index asks of a row (view()); a batch reading its own folder needs only get(). */
+  constructor(private readonly views = true) {}
+  /** Rows on lines before this one are let go, and their later records ignored (FolderPrior.refresh). */
+  floor = 0;
+
+  /** Lets go of the rows before `line` (those whose line is known). */
+  pass(line: number): void {
+    if (line <= this.floor) return;
+    this.floor = line;
+    for (const [id, row] of this.rows) if (row.line !== undefined && row.line < line) this.rows.delete(id);
+  }
+
+  private passed(line: unknown): boolean {
+    return typeof line === 'number' && line < this.floor;
+  }
+
   private row(rowId: string): RowPrior {
     let row = this.rows.get(rowId);
     if (!row) {
@@ -66,8 +84,9 @@ export class PriorFold {
 
   /** A manifest line: the row's latest outcome (last line wins). */
   record(r: PromptResult): void {
-    if (typeof r.rowId !== 'string') return;
+    if (typeof r.rowId !== 'string' || this.passed(r.line)) return;
     const row = this.row(r.rowId);
+    if (typeof r.line === 'number') row.line = r.line;
     const generation = r.generation ?? 0;
     row.status = r.status;
     row.errorCode = r.status === 'failed' ? r.errorCode : undefined;
@@ -78,6 +97,7 @@ export class PriorFold {
       row.jobGeneration = generation;
     }
     row.manifestUnknown = r.unknownSubmits ?? 0;
+    if (!this.views) return;
     if (r.request) row.request = r.request;
     row.kept =
       r.status === 'succeeded' && r.jobId
@@ -94,8 +114,9 @@ export class PriorFold {
 
   /** A journal line: a job made (the highest generation's is the row's latest), or an unknown outcome. */
   entry(e: JournalEntry): void {
-    if (typeof e.rowId !== 'string' || typeof e.generation !== 'number') return;
+    if (typeof e.rowId !== 'string' || typeof e.generation !== 'number' || this.passed(e.line)) return;
     const row = this.row(e.rowId);
+    if (typeof e.line === 'number') row.line = e.line;
     row.generation = Math.max(row.generation, e.generation);
     if (e.jobId && e.generation >= row.jobGeneration) {
       row.jobId = e.jobId;
@@ -103,7 +124,7 @@ export class PriorFold {
     }
     if (e.unknown) row.journalUnknown += 1;
     if (e.unknown || e.jobId) row.posts += 1;
-    if (e.request) row.request = e.request;
+    if (e.request && this.views) row.request = e.request;
   }
 
   /** A row as the request index sees it (undefined: the folder never mentioned it). */
@@ -158,17 +179,37 @@ function regeneratedOnRetry(code: string | undefined): boolean {
 
 /** One output folder's prior outcomes, kept up to date by reading only what its files gained. */
 export class FolderPrior {
-  private fold = new PriorFold();
+  private fold: PriorFold;
   private manifest: JsonlTail<PromptResult>;
   private journal: JsonlTail<JournalEntry>;
 
-  constructor(readonly dir: string) {
+  /** `views`: as PriorFold's (false for a batch's own folder, read for get() only). */
+  constructor(
+    readonly dir: string,
+    private readonly views = true,
+  ) {
+    this.fold = new PriorFold(views);
     this.manifest = new JsonlTail(manifestPath(dir));
     this.journal = new JsonlTail(journalPath(dir));
   }
 
-  async refresh(): Promise<PriorFold> {
-    return (await this.update()).fold;
+  /**
+   * The folder's prior outcomes, brought up to date. `fromLine`: the asker reads rows from this CSV line on
+   * and never again those before it (a batch reads its pages once, in order), so they are let go: a batch's
+   * own folder is then held for the rows ahead of its cursor only. Asked for an earlier line (a new run of
+   * the batch starts over), it reads the folder again from the start.
+   */
+  async refresh(fromLine?: number): Promise<PriorFold> {
+    if (fromLine !== undefined && fromLine < this.fold.floor) this.restart();
+    const { fold } = await this.update();
+    if (fromLine !== undefined) fold.pass(fromLine);
+    return fold;
+  }
+
+  private restart(): void {
+    this.fold = new PriorFold(this.views);
+    this.manifest = new JsonlTail(manifestPath(this.dir));
+    this.journal = new JsonlTail(journalPath(this.dir));
   }
 
   /** Reads what the files gained; `mentions` pairs each request key they mention with its row. */
@@ -185,9 +226,7 @@ export class FolderPrior {
     });
     if (m.reset || j.reset) {
       // A file shrank (its torn tail was cut): fold both again from the start.
-      this.fold = new PriorFold();
-      this.manifest = new JsonlTail(manifestPath(this.dir));
-      this.journal = new JsonlTail(journalPath(this.dir));
+      this.restart();
       return { ...(await this.update()), reset: true };
     }
     return { fold: this.fold, mentions, reset: false };

@@ -97,6 +97,46 @@ describe('readRows', () => {
     expect((await prior.refresh()).get('r0')).toMatchObject({ status: 'succeeded', url: 'u' });
   });
 
+  it('lets go of the rows a batch has read past, and reads its folder again when a new run starts over', async () => {
+    const f = await csv(6);
+    const out = join(f.dir, 'out', 'b');
+    const prior = new FolderPrior(out);
+    // r0 is on line 2, r4 on line 6; the journal entry without a line (an older journal) is always kept.
+    await appendResults(out, [
+      result('r0', { line: 2, jobId: 'vid_0' }),
+      result('r4', { line: 6, jobId: 'vid_4' }),
+    ]);
+    await appendJournal(out, { rowId: 'r1', jobId: 'vid_1', generation: 0, at });
+    expect((await prior.refresh(2)).get('r0')).toMatchObject({ jobId: 'vid_0' });
+    const passed = await prior.refresh(5);
+    expect(passed.get('r0')).toBeUndefined();
+    expect(passed.get('r1')).toMatchObject({ jobId: 'vid_1' });
+    expect(passed.get('r4')).toMatchObject({ jobId: 'vid_4' });
+    // What is recorded later for a row passed is not held either; for a row ahead it is.
+    await appendJournal(out, { rowId: 'r0', jobId: 'vid_0b', generation: 1, line: 2, at });
+    await appendJournal(out, { rowId: 'r5', jobId: 'vid_5', generation: 0, line: 7, at });
+    const later = await prior.refresh(5);
+    expect(later.get('r0')).toBeUndefined();
+    expect(later.get('r5')).toMatchObject({ jobId: 'vid_5' });
+    // A new run reads from the top again: every row's prior is there, the latest job winning.
+    expect((await prior.refresh(2)).get('r0')).toMatchObject({ jobId: 'vid_0b', jobGeneration: 1, posts: 1 });
+  });
+
+  it('gives a re-run every prior after a first run read every page in the same worker', async () => {
+    const f = await csv(250);
+    const activities = createRowActivities(join(f.dir, 'out'));
+    const input = { csvPath: f.path, csvSha256: f.sha256, limit: 100, batchId: 'batch-own' };
+    for (let offset = 0; offset < 250; offset += 100) await activities.readRows({ ...input, offset });
+    // The first run recorded every row after reading its page.
+    const rows = (await loadCsv(f.path)).rows;
+    await appendResults(
+      join(f.dir, 'out', 'batch-own'),
+      rows.map((r) => result(r.id, { line: r.line, status: 'succeeded', jobId: `vid_${r.id}`, url: 'u' })),
+    );
+    const again = await activities.readRows({ ...input, offset: 0 });
+    expect(again.map((r) => r.prior?.status)).toEqual(Array(100).fill('succeeded'));
+  });
+
   it('cuts a page by size as well as by count, keeping at least one row', async () => {
     const f = await csv(40, 19_000); // ~38 KB of JSON per row (prompt and input.prompt)
     const activities = createRowActivities(join(f.dir, 'out'));
