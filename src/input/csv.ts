@@ -188,44 +188,12 @@ function lineLocator(text: string) {
   };
 }
 
-export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
-  if (typeof content !== 'string') {
-    // Decoding would turn bad bytes into U+FFFD silently, and a binary file into "columns" of garbage.
-    const encoding = notUtf8Text(content, file);
-    if (encoding) return { file, sha256: sha256(content), rows: [], problems: [encoding] };
-  }
-  const text = (typeof content === 'string' ? content : content.toString('utf8')).replace(/^\uFEFF/, '');
-  const problems: CsvProblem[] = [];
-  const problem = (line: number, column: string, reason: string) =>
-    problems.push({ file, line, column, reason });
-  // Kept and skipped records each come in file order, but interleave: one cursor each.
-  const locate = lineLocator(text);
-  const locateSkipped = lineLocator(text);
-  let header: string[] = [];
-
-  let records: { record: Record<string, string>; raw: string }[] = [];
-  try {
-    records = parse<{ record: Record<string, string>; raw: string }>(text, {
-      columns: (names: string[]) => (header = names.map((n) => n.trim())),
-      raw: true,
-      skip_empty_lines: true,
-      skip_records_with_error: true,
-      on_skip: (err, raw) => {
-        const line = (raw ? locateSkipped(raw) : 0) || Number(err?.lines ?? 0);
-        problem(
-          line,
-          err?.code === 'CSV_RECORD_INCONSISTENT_COLUMNS' ? '(row)' : '(format)',
-          err?.message ?? 'unreadable row',
-        );
-      },
-    });
-  } catch (err) {
-    const e = err as { message: string; lines?: number };
-    problem(e.lines ?? 1, '(format)', e.message);
-  }
-
-  if (!text.trim()) problem(1, '(file)', 'the file is empty; expected a header row with a `prompt` column');
-  else if (header.length && !header.includes('prompt')) {
+/** Problems of the header row: a missing `prompt` column, repeated or unknown columns, shadowed fields. */
+function checkHeader(
+  header: string[],
+  problem: (line: number, column: string, reason: string) => void,
+): void {
+  if (header.length && !header.includes('prompt')) {
     const meant = header.find((h) => suggestColumn(h) === 'prompt');
     problem(
       1,
@@ -250,13 +218,31 @@ export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
     if (seenHeader.has(shadowed))
       problem(1, shadowed, `use the \`${shadowed.split('.')[1]}\` column instead`);
   }
-  if (problems.some((p) => p.line === 1 && p.column !== '(format)'))
-    return { file, sha256: sha256(text), rows: [], problems };
+}
 
+export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
+  if (typeof content !== 'string') {
+    // Decoding would turn bad bytes into U+FFFD silently, and a binary file into "columns" of garbage.
+    const encoding = notUtf8Text(content, file);
+    if (encoding) return { file, sha256: sha256(content), rows: [], problems: [encoding] };
+  }
+  const text = (typeof content === 'string' ? content : content.toString('utf8')).replace(/^\uFEFF/, '');
+  const problems: CsvProblem[] = [];
+  const problem = (line: number, column: string, reason: string) =>
+    problems.push({ file, line, column, reason });
+  // Kept and skipped records each come in file order, but interleave: one cursor each.
+  const locate = lineLocator(text);
+  const locateSkipped = lineLocator(text);
+  let header: string[] = [];
+  let headerProblems = false;
   const rows: PromptRow[] = [];
   const ids = new Map<string, number>();
-  records.forEach(({ record, raw }, index) => {
+  let index = 0;
+  // Each record becomes its row as it is parsed (none are kept): a big file is held once, as text and rows.
+  const toRow = ({ record, raw }: { record: Record<string, string>; raw: string }) => {
+    const at = index++;
     const line = locate(raw);
+    if (headerProblems) return;
     // A cell vidbatch exported as `'=…` (formula neutralised) is read as `=…`, the text it was.
     const cells = Object.fromEntries(
       Object.entries(record)
@@ -268,7 +254,7 @@ export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
       for (const issue of parsed.error.issues) problem(line, String(issue.path[0] ?? '(row)'), issue.message);
       return;
     }
-    const id = parsed.data.id ?? String(index + 1);
+    const id = parsed.data.id ?? String(at + 1);
     const earlier = ids.get(id);
     if (earlier !== undefined) {
       problem(line, 'id', `duplicate id "${id}" (first used on line ${earlier})`);
@@ -296,7 +282,39 @@ export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
     };
     if (tooLarge(row, cells, line, problem)) return;
     rows.push(row);
-  });
+  };
+
+  try {
+    parse(text, {
+      columns: (names: string[]) => {
+        header = names.map((n) => n.trim());
+        const before = problems.length;
+        checkHeader(header, problem);
+        headerProblems = problems.length > before;
+        return header;
+      },
+      raw: true,
+      skip_empty_lines: true,
+      skip_records_with_error: true,
+      on_record: (record: { record: Record<string, string>; raw: string }) => {
+        toRow(record);
+        return null;
+      },
+      on_skip: (err, raw) => {
+        const line = (raw ? locateSkipped(raw) : 0) || Number(err?.lines ?? 0);
+        problem(
+          line,
+          err?.code === 'CSV_RECORD_INCONSISTENT_COLUMNS' ? '(row)' : '(format)',
+          err?.message ?? 'unreadable row',
+        );
+      },
+    });
+  } catch (err) {
+    const e = err as { message: string; lines?: number };
+    problem(e.lines ?? 1, '(format)', e.message);
+  }
+  if (!text.trim()) problem(1, '(file)', 'the file is empty; expected a header row with a `prompt` column');
+  if (headerProblems) return { file, sha256: sha256(text), rows: [], problems };
   if (!problems.length && rows.length === 0) problem(2, '(file)', 'the file has a header but no rows');
   assignRequestKeys(rows);
   problems.sort((a, b) => a.line - b.line);
