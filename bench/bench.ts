@@ -27,6 +27,11 @@ const program = new Command('bench')
   )
   .addOption(new Option('--workers <n>', 'vidbatch worker processes').argParser(Number).default(1))
   .addOption(
+    new Option('--concurrency <n>', "the batch's window (default vidbatch's; 200 with --scale)").argParser(
+      Number,
+    ),
+  )
+  .addOption(
     new Option(
       '--kill-worker-at <s>',
       'SIGKILL one worker (of --workers >= 2) this many seconds after the batch starts; no restart',

@@ -31,6 +31,8 @@ export interface ScenarioOptions {
   /** SIGKILL the first of `workers` (>= 2) this many seconds after the batch starts; no restart. */
   killWorkerAt?: number;
   temporalAddress?: string;
+  /** The batch's window (--concurrency); default vidbatch's, or 200 with --scale. */
+  concurrency?: number;
 }
 
 export type ScenarioReport = Awaited<ReturnType<typeof measure>>;
@@ -113,6 +115,7 @@ async function measure(
           poll: { firstPollMs: 1000, intervalMs: 500, backoff: 1, capMs: 1000, jitter: 0.1 },
         }
       : {}), // vidbatch's defaults, not told the gateway's rate limit
+    ...(options.concurrency ? { concurrency: options.concurrency } : {}),
   };
   const prompts = (await vbenchPrompts()).slice(0, Math.min(options.prompts, 946));
   const peer = options.peer
