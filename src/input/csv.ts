@@ -1,13 +1,21 @@
 // CSV ingest: csv-parse for the format (BOM, CRLF, quotes, multi-line fields), zod for each row. Every
 // problem is collected with its line and column, so one run of `vidbatch validate` shows them all.
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { finished } from 'node:stream/promises';
+import { parse as parseStream, type Options as CsvParseOptions } from 'csv-parse';
 import { parse } from 'csv-parse/sync';
 import { z } from 'zod';
 import { CsvValidationError, type CsvProblem } from '../errors';
 import { DEFAULT_MODEL, type PromptRow } from '../contract/rows';
 import { assignRequestKeys } from './request-key';
 import { restoreFormula } from './csv-formula';
+import { LineLocator } from './line-locator';
+import { Utf8Check } from './utf8-check';
+
+export { firstInvalidUtf8 } from './utf8-check';
+
+const UTF8_BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 
 const KNOWN_COLUMNS = ['id', 'prompt', 'original_prompt', 'model', 'resolution', 'duration', 'take'];
 const PASS_THROUGH = /^(input|parameters)\.([A-Za-z_][\w-]*)$/;
@@ -81,65 +89,6 @@ function passThroughValue(raw: string): unknown {
   return raw;
 }
 
-/** The byte offset of the first byte that is not valid UTF-8, or -1. */
-export function firstInvalidUtf8(buf: Uint8Array): number {
-  let i = 0;
-  while (i < buf.length) {
-    const b = buf[i]!;
-    if (b < 0x80) {
-      i++;
-      continue;
-    }
-    const n = b >= 0xc2 && b <= 0xdf ? 1 : b >= 0xe0 && b <= 0xef ? 2 : b >= 0xf0 && b <= 0xf4 ? 3 : 0;
-    if (n === 0 || i + n >= buf.length) return i; // not a lead byte, or cut short by the end of the file
-    for (let k = 1; k <= n; k++) if (((buf[i + k] ?? 0) & 0xc0) !== 0x80) return i;
-    const next = buf[i + 1]!;
-    // Overlong forms, UTF-16 surrogates and code points past U+10FFFF.
-    if ((b === 0xe0 && next < 0xa0) || (b === 0xed && next >= 0xa0)) return i;
-    if ((b === 0xf0 && next < 0x90) || (b === 0xf4 && next >= 0x90)) return i;
-    i += n + 1;
-  }
-  return -1;
-}
-
-/** Why these bytes are not a UTF-8 text file (with line and byte offset), or undefined when they are. */
-function notUtf8Text(buf: Buffer, file: string): CsvProblem | undefined {
-  const lineAt = (offset: number) => {
-    let line = 1;
-    for (let i = buf.indexOf(10); i !== -1 && i < offset; i = buf.indexOf(10, i + 1)) line++;
-    return line;
-  };
-  if ((buf[0] === 0xff && buf[1] === 0xfe) || (buf[0] === 0xfe && buf[1] === 0xff))
-    return {
-      file,
-      line: 1,
-      column: '(encoding)',
-      reason: 'the file is UTF-16 text, not UTF-8: save it as UTF-8 ("CSV UTF-8" in spreadsheet programs)',
-    };
-  let invalid = -1;
-  try {
-    new TextDecoder('utf-8', { fatal: true }).decode(buf);
-  } catch {
-    invalid = firstInvalidUtf8(buf);
-  }
-  const nul = buf.indexOf(0);
-  if (nul !== -1 && (invalid === -1 || nul < invalid))
-    return {
-      file,
-      line: lineAt(nul),
-      column: '(encoding)',
-      reason: `not a text file: a NUL byte at byte offset ${nul}; expected a UTF-8 CSV file`,
-    };
-  if (invalid !== -1)
-    return {
-      file,
-      line: lineAt(invalid),
-      column: '(encoding)',
-      reason: `not UTF-8 text: byte 0x${buf[invalid]!.toString(16).toUpperCase().padStart(2, '0')} at byte offset ${invalid} is not valid UTF-8; save the file as UTF-8 ("CSV UTF-8" in spreadsheet programs)`,
-    };
-  return undefined;
-}
-
 /** Levenshtein distance, for "did you mean" on header names. */
 function distance(a: string, b: string): number {
   let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
@@ -165,27 +114,6 @@ export function suggestColumn(name: string): string | undefined {
     if (!best || d < best.d) best = { column, d };
   }
   return best && best.d <= (best.column.length >= 5 ? 2 : 1) ? best.column : undefined;
-}
-
-/** Maps each raw record to the line it starts on, by finding it in the text in order (csv-parse's own count is off for CRLF inside quotes). */
-function lineLocator(text: string) {
-  const newlines: number[] = [];
-  for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) newlines.push(i);
-  let offset = 0;
-  return (raw: string): number => {
-    const body = raw.replace(/^[\r\n]+/, '').replace(/[\r\n]+$/, '');
-    const at = body ? text.indexOf(body, offset) : -1;
-    if (at === -1) return 0;
-    offset = at + body.length;
-    let lo = 0;
-    let hi = newlines.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if ((newlines[mid] ?? 0) < at) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo + 1;
-  };
 }
 
 /** Problems of the header row: a missing `prompt` column, repeated or unknown columns, shadowed fields. */
@@ -220,29 +148,111 @@ function checkHeader(
   }
 }
 
-export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
-  if (typeof content !== 'string') {
-    // Decoding would turn bad bytes into U+FFFD silently, and a binary file into "columns" of garbage.
-    const encoding = notUtf8Text(content, file);
-    if (encoding) return { file, sha256: sha256(content), rows: [], problems: [encoding] };
+/**
+ * A CSV file's bytes in, its rows and problems out, a chunk at a time: parseCsv gives it a file's content at
+ * once, loadCsv streams the file through it, so a big file is never held whole (only its rows are).
+ */
+class CsvIngest {
+  readonly problems: CsvProblem[] = [];
+  readonly rows: PromptRow[] = [];
+  private readonly check: Utf8Check;
+  private readonly locate = new LineLocator();
+  private readonly hash = createHash('sha256');
+  private readonly rawHash = createHash('sha256');
+  /** The file's first bytes while they may still be a byte-order mark; undefined once that is known. */
+  private head: Buffer | undefined = Buffer.alloc(0);
+  private blank = true;
+  private headerProblems = false;
+  private readonly ids = new Map<string, number>();
+  private index = 0;
+
+  constructor(readonly file: string) {
+    this.check = new Utf8Check(file);
   }
-  const text = (typeof content === 'string' ? content : content.toString('utf8')).replace(/^\uFEFF/, '');
-  const problems: CsvProblem[] = [];
-  const problem = (line: number, column: string, reason: string) =>
-    problems.push({ file, line, column, reason });
-  // Kept and skipped records each come in file order, but interleave: one cursor each.
-  const locate = lineLocator(text);
-  const locateSkipped = lineLocator(text);
-  let header: string[] = [];
-  let headerProblems = false;
-  const rows: PromptRow[] = [];
-  const ids = new Map<string, number>();
-  let index = 0;
-  // Each record becomes its row as it is parsed (none are kept): a big file is held once, as text and rows.
-  const toRow = ({ record, raw }: { record: Record<string, string>; raw: string }) => {
-    const at = index++;
-    const line = locate(raw);
-    if (headerProblems) return;
+
+  private problem = (line: number, column: string, reason: string) =>
+    this.problems.push({ file: this.file, line, column, reason });
+
+  /** csv-parse's settings: each record becomes its row as it is parsed (none are kept). */
+  readonly options: CsvParseOptions = {
+    columns: (names: string[]) => {
+      const header = names.map((n) => n.trim());
+      const before = this.problems.length;
+      checkHeader(header, this.problem);
+      this.headerProblems = this.problems.length > before;
+      return header;
+    },
+    raw: true,
+    skip_empty_lines: true,
+    skip_records_with_error: true,
+    // With `raw`, csv-parse hands each record over as { record, raw } (its types do not say so).
+    on_record: (record: unknown) => {
+      this.toRow(record as { record: Record<string, string>; raw: string });
+      return null;
+    },
+    on_skip: (err, raw) => {
+      const line = (raw ? this.locate.locate(raw, true) : 0) || Number(err?.lines ?? 0);
+      this.problem(
+        line,
+        err?.code === 'CSV_RECORD_INCONSISTENT_COLUMNS' ? '(row)' : '(format)',
+        err?.message ?? 'unreadable row',
+      );
+    },
+  };
+
+  /** The next bytes of the file; what to give csv-parse, or undefined once the file is not UTF-8 text. */
+  push(chunk: Buffer): Buffer | undefined {
+    this.rawHash.update(chunk);
+    const text = this.check.push(chunk);
+    if (text === undefined) return undefined;
+    this.locate.append(text); // the decoder drops a byte-order mark
+    if (this.blank && /\S/.test(text)) this.blank = false;
+    let bytes = chunk;
+    if (this.head) {
+      // A UTF-8 byte-order mark is not part of the text: held back until three bytes say whether there is one.
+      const head = Buffer.concat([this.head, chunk]);
+      if (head.length < 3 && UTF8_BOM.subarray(0, head.length).equals(head)) {
+        this.head = head;
+        return Buffer.alloc(0);
+      }
+      this.head = undefined;
+      bytes = UTF8_BOM.equals(head.subarray(0, 3)) ? head.subarray(3) : head;
+    }
+    this.hash.update(bytes);
+    return bytes;
+  }
+
+  /** After the last chunk (and csv-parse's error, if it stopped at one): the rows and every problem. */
+  finish(error?: unknown): ParsedCsv {
+    const rest = this.check.end();
+    if (this.check.problem)
+      return {
+        file: this.file,
+        sha256: this.rawHash.digest('hex'),
+        rows: [],
+        problems: [this.check.problem],
+      };
+    if (rest) this.locate.append(rest);
+    const sha256 = this.hash.digest('hex');
+    if (error) {
+      const e = error as { message: string; lines?: number };
+      this.problem(e.lines ?? 1, '(format)', e.message);
+    }
+    if (this.blank)
+      this.problem(1, '(file)', 'the file is empty; expected a header row with a `prompt` column');
+    if (this.headerProblems) return { file: this.file, sha256, rows: [], problems: this.problems };
+    if (!this.problems.length && this.rows.length === 0)
+      this.problem(2, '(file)', 'the file has a header but no rows');
+    assignRequestKeys(this.rows);
+    this.problems.sort((a, b) => a.line - b.line);
+    return { file: this.file, sha256, rows: this.rows, problems: this.problems };
+  }
+
+  private toRow({ record, raw }: { record: Record<string, string>; raw: string }) {
+    const at = this.index++;
+    const line = this.locate.locate(raw);
+    if (this.headerProblems) return;
+    const { ids, problem, rows } = this;
     // A cell vidbatch exported as `'=…` (formula neutralised) is read as `=…`, the text it was.
     const cells = Object.fromEntries(
       Object.entries(record)
@@ -282,43 +292,19 @@ export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
     };
     if (tooLarge(row, cells, line, problem)) return;
     rows.push(row);
-  };
-
-  try {
-    parse(text, {
-      columns: (names: string[]) => {
-        header = names.map((n) => n.trim());
-        const before = problems.length;
-        checkHeader(header, problem);
-        headerProblems = problems.length > before;
-        return header;
-      },
-      raw: true,
-      skip_empty_lines: true,
-      skip_records_with_error: true,
-      on_record: (record: { record: Record<string, string>; raw: string }) => {
-        toRow(record);
-        return null;
-      },
-      on_skip: (err, raw) => {
-        const line = (raw ? locateSkipped(raw) : 0) || Number(err?.lines ?? 0);
-        problem(
-          line,
-          err?.code === 'CSV_RECORD_INCONSISTENT_COLUMNS' ? '(row)' : '(format)',
-          err?.message ?? 'unreadable row',
-        );
-      },
-    });
-  } catch (err) {
-    const e = err as { message: string; lines?: number };
-    problem(e.lines ?? 1, '(format)', e.message);
   }
-  if (!text.trim()) problem(1, '(file)', 'the file is empty; expected a header row with a `prompt` column');
-  if (headerProblems) return { file, sha256: sha256(text), rows: [], problems };
-  if (!problems.length && rows.length === 0) problem(2, '(file)', 'the file has a header but no rows');
-  assignRequestKeys(rows);
-  problems.sort((a, b) => a.line - b.line);
-  return { file, sha256: sha256(text), rows, problems };
+}
+
+export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
+  const ingest = new CsvIngest(file);
+  const bytes = ingest.push(typeof content === 'string' ? Buffer.from(content) : content);
+  if (!bytes) return ingest.finish();
+  try {
+    parse(bytes, ingest.options);
+  } catch (err) {
+    return ingest.finish(err);
+  }
+  return ingest.finish();
 }
 
 /** Rows travel through Temporal (activity results, workflow inputs): refuse one too large to carry. */
@@ -352,8 +338,20 @@ function tooLarge(
 /** "65537 bytes (64.0 KiB)": exact, and readable. */
 const kib = (bytes: number) => `${bytes} bytes (${(bytes / 1024).toFixed(1)} KiB)`;
 
-export async function loadCsv(path: string): Promise<ParsedCsv> {
-  return parseCsv(await readFile(path), path);
+/** Reads the file a chunk at a time: what is held is its rows, never its whole text. */
+export async function loadCsv(path: string, chunkBytes = 1 << 20): Promise<ParsedCsv> {
+  const ingest = new CsvIngest(path);
+  const parser = parseStream(ingest.options).resume();
+  let error: unknown;
+  parser.on('error', (err) => (error ??= err));
+  for await (const chunk of createReadStream(path, { highWaterMark: chunkBytes }) as AsyncIterable<Buffer>) {
+    // Read to the end even after a problem: the sha256 is of the whole file.
+    const bytes = ingest.push(chunk);
+    if (bytes && !error) parser.write(bytes);
+  }
+  parser.end();
+  await finished(parser).catch((err: unknown) => (error ??= err));
+  return ingest.finish(error);
 }
 
 /** Loads and validates; throws CsvValidationError listing every problem. */

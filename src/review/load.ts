@@ -1,7 +1,8 @@
 // Reads what the gallery is made from (the input CSV, the manifest, the jobs journal) and turns it into the
-// page's data. Read again on every refresh of `review --serve`: the files only grow while a batch runs.
+// page's data. `review --serve` reads the manifest and journal again when they grow; the CSV, which does not
+// change during a batch, is parsed again only when its size or mtime does (CsvPart).
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { parseCsv } from '../input/csv';
 import { readJournal } from '../results/jobs-journal';
@@ -24,21 +25,30 @@ export interface ReviewTarget {
   prices?: Prices;
 }
 
-export async function loadSources(t: ReviewTarget): Promise<ReviewSources> {
-  let rows: ReviewSources['rows'] = [];
-  let csv: ReviewSources['csv'];
-  if (t.csvPath && existsSync(t.csvPath)) {
-    const text = await readFile(t.csvPath);
-    const parsed = parseCsv(text, t.csvPath);
-    if (!parsed.problems.length) {
-      rows = parsed.rows;
-      csv = csvCells(text.toString('utf8'));
+/** The input CSV's rows and cells, parsed again only when the file's size or mtime changed. */
+export class CsvPart {
+  private stamp = '';
+  private value: Pick<ReviewSources, 'rows' | 'csv'> = { rows: [] };
+
+  async read(path: string | undefined): Promise<Pick<ReviewSources, 'rows' | 'csv'>> {
+    const file = path ? await stat(path).catch(() => undefined) : undefined;
+    const stamp = file ? `${path}/${file.size}/${file.mtimeMs}` : '-';
+    if (stamp === this.stamp) return this.value;
+    this.value = { rows: [] };
+    if (file) {
+      const text = await readFile(path!);
+      const parsed = parseCsv(text, path!);
+      if (!parsed.problems.length) this.value = { rows: parsed.rows, csv: csvCells(text.toString('utf8')) };
     }
+    this.stamp = stamp;
+    return this.value;
   }
+}
+
+export async function loadSources(t: ReviewTarget, csvPart = new CsvPart()): Promise<ReviewSources> {
   return {
     batchId: t.batchId,
-    rows,
-    csv,
+    ...(await csvPart.read(t.csvPath)),
     csvName: t.csvPath ? basename(t.csvPath) : undefined,
     manifest: await readManifest(t.manifestPath),
     journal: await readJournal(t.outDir),
@@ -46,7 +56,7 @@ export async function loadSources(t: ReviewTarget): Promise<ReviewSources> {
   };
 }
 
-export async function reviewData(t: ReviewTarget, links: VideoLinks): Promise<ReviewData> {
-  const sources = await loadSources(t);
+export async function reviewData(t: ReviewTarget, links: VideoLinks, csvPart?: CsvPart): Promise<ReviewData> {
+  const sources = await loadSources(t, csvPart);
   return buildReviewData(sources, links, await reviewExtras(sources, t.outDir, t.prices), existsSync);
 }

@@ -297,14 +297,21 @@
       r.estimatedCost,
     ].join('|');
   }
-  let lastEtag = null;
   async function refresh() {
     try {
-      // no-cache: the browser revalidates with the ETag; an unchanged batch is not parsed again.
-      const res = await fetch('data.json', { cache: 'no-cache' });
-      if (!res.ok || (res.headers.get('etag') && res.headers.get('etag') === lastEtag)) return;
-      lastEtag = res.headers.get('etag');
+      // Only the rows changed since the version this page holds (a 304 when none did).
+      const res = await fetch('data.json?since=' + encodeURIComponent(data.tag || ''), { cache: 'no-store' });
+      if (res.status !== 200) return;
       const next = await res.json();
+      if (next.changedOnly) {
+        const changed = new Map(next.rows.map((r) => [r.id, r]));
+        const rows = data.rows.map((r) => {
+          const row = changed.get(r.id) || r;
+          changed.delete(r.id);
+          return row;
+        });
+        next.rows = rows.concat([...changed.values()]);
+      }
       const before = new Map(data.rows.map((r) => [r.id, rowKey(r)]));
       const shownBefore = pageRows()
         .map((r) => r.id)
