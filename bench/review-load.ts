@@ -12,6 +12,7 @@ import { parseCsv } from '../src/input/csv';
 import { csvCells } from '../src/review/csv-cells';
 import { buildReviewData } from '../src/review/data';
 import { reviewPage } from '../src/review/page';
+import { succeeded } from './results';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const rows = Number(process.argv[2] ?? 10_000);
@@ -31,20 +32,11 @@ const parsed = parseCsv(text, csvPath);
 const manifest: PromptResult[] = parsed.rows
   .filter((_, i) => i % 10 !== 9) // every tenth row not finished yet
   .map((r, i) => ({
-    rowId: r.id,
-    line: r.line,
-    prompt: r.prompt,
-    model: r.model,
-    input: r.input,
-    parameters: r.parameters,
-    status: i % 20 === 7 ? 'failed' : 'succeeded',
+    ...succeeded(r, new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString()),
     ...(i % 20 === 7
-      ? { errorCode: 'content_policy', errorMessage: 'refused' }
-      : { url: `https://gateway.invalid/files/job-${i}.mp4` }),
-    jobId: `job-${i}`,
-    attempts: 1,
+      ? { status: 'failed', errorCode: 'content_policy', errorMessage: 'refused', url: undefined }
+      : {}),
     polls: 3,
-    finishedAt: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
   }));
 const data = buildReviewData(
   { batchId: 'batch-bench', rows: parsed.rows, csv: csvCells(text), manifest, journal: [] },

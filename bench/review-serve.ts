@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import type { PromptRow } from '../src/contract/rows';
 import { loadCsv } from '../src/input/csv';
 import { serveReview } from '../src/review/serve';
+import { succeeded } from './results';
 import { writeVbenchCsv } from './vbench';
 
 const rows = Number(process.argv[2] ?? 100_000);
@@ -21,27 +22,7 @@ await mkdir(outDir, { recursive: true });
 const manifestPath = join(outDir, 'manifest.jsonl');
 const at = new Date(0).toISOString();
 const record = (done: PromptRow[]) =>
-  appendFile(
-    manifestPath,
-    done
-      .map((r) =>
-        JSON.stringify({
-          rowId: r.id,
-          line: r.line,
-          prompt: r.prompt,
-          model: r.model,
-          input: r.input,
-          parameters: r.parameters,
-          status: 'succeeded',
-          jobId: `vid_${r.id}`,
-          url: `https://cdn.example/v/${r.id}.mp4`,
-          attempts: 1,
-          polls: 1,
-          finishedAt: at,
-        }),
-      )
-      .join('\n') + '\n',
-  );
+  appendFile(manifestPath, done.map((r) => JSON.stringify(succeeded(r, at))).join('\n') + '\n');
 await record(csv.rows.slice(0, rows / 2));
 
 const server = await serveReview({ batchId: 'batch-00000000000000be', outDir, manifestPath, csvPath }, 0);

@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { createRowActivities } from '../src/activities/rows';
 import { MAX_PAGE_BYTES, type PromptRow } from '../src/contract/rows';
 import { loadCsv } from '../src/input/csv';
+import { succeeded } from './results';
 import { writeVbenchCsv } from './vbench';
 
 const BATCH = 'batch-00000000000000be';
@@ -31,23 +32,7 @@ async function record(dir: string, rows: PromptRow[]) {
     }),
   );
   await appendFile(join(dir, 'jobs.jsonl'), journal.join('\n') + '\n');
-  const manifest = rows.map((r) =>
-    JSON.stringify({
-      rowId: r.id,
-      line: r.line,
-      prompt: r.prompt,
-      model: r.model,
-      input: r.input,
-      parameters: r.parameters,
-      request: r.request,
-      status: 'succeeded',
-      jobId: `vid_${r.id}`,
-      url: `https://cdn.example/v/${r.id}.mp4`,
-      attempts: 1,
-      polls: 1,
-      finishedAt: at,
-    }),
-  );
+  const manifest = rows.map((r) => JSON.stringify(succeeded(r, at)));
   await appendFile(join(dir, 'manifest.jsonl'), manifest.join('\n') + '\n');
 }
 
