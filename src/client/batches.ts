@@ -231,14 +231,13 @@ export async function startBatch(
     ...(retryOf ? { retryOf } : {}),
     ...(priorOutDir ? { priorOutDir: resolve(priorOutDir) } : {}),
   };
-  // Workers read the rows by position from this file, not the whole CSV (input/rows-file.ts).
+  // Workers read the rows by position from this file (input/rows-file.ts); one that finds it missing (this
+  // process could not write it, or the workers' root is on another machine) writes it from the CSV.
   if (!attached) {
     const ownDir = resolve(batchOptions.outDir ?? join(loadWorkerSettings().outRoot, batchId));
-    await writeRowsFile(
-      rowsFilePath(dirname(ownDir), csv.sha256, batchOptions.enhance),
-      csv.sha256,
-      csv.rows,
-      batchOptions.enhance,
+    const path = rowsFilePath(dirname(ownDir), csv.sha256, batchOptions.enhance);
+    await writeRowsFile(path, csv.sha256, csv.rows, batchOptions.enhance).catch((err: Error) =>
+      log(`could not write ${path} (${err.message}): the workers write it from the CSV`),
     );
   }
   try {

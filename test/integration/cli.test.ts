@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -124,6 +124,14 @@ describe('vidbatch run --simulate (embedded dev server, in-process worker)', () 
     expect(interrupted.stderr).toMatch(/Started batch batch-[0-9a-f]{16}/);
     expect(interrupted.stderr).toContain('The batch is durable');
     expect(interrupted.code).toBe(130);
+    // Workers read the rows a page at a time from the rows file `run` wrote (docs/input-and-output.md).
+    const [rowsFile, ...others] = await readdir(join(dir, 'out', '.rows'));
+    expect(others).toEqual([]);
+    expect(rowsFile).toMatch(/^[0-9a-f]{32}-plain\.jsonl$/);
+    const rowLines = (await readFile(join(dir, 'out', '.rows', rowsFile!), 'utf8')).trimEnd().split('\n');
+    expect(rowLines).toHaveLength(51);
+    expect(JSON.parse(rowLines[0]!)).toMatchObject({ vidbatchRows: 1, rows: 50 });
+    expect(JSON.parse(rowLines[50]!)).toMatchObject({ id: 'vb-50', request: expect.stringMatching(/\/1$/) });
 
     const resumed = await vidbatch(['run', 'prompts.csv', ...flags], dir);
     expect(resumed.stderr).toMatch(/Attached to batch/);
