@@ -1,7 +1,7 @@
 // The readRows activity: a page of the batch's CSV, read on the worker (the batch's input holds only the path
 // and sha256) and checked against the sha256 the batch started with. The page comes from the CSV's rows file
-// (input/rows-file.ts), read by position, so a worker never holds the whole CSV. Each row carries what is known about it
-// (`prior`): from earlier runs of its batch, else from other batches of the output root that paid for the
+// (input/rows-file.ts), read by position, so a worker never holds the whole CSV. Each row carries what is
+// known about it (`prior`): from earlier runs of its batch, else from other batches of the output root that paid for the
 // same request (results/request-index.ts). A page is cut by size as well as by count so that no payload comes
 // near Temporal's limit.
 import { copyFile, link, mkdir, rm, stat } from 'node:fs/promises';
@@ -104,9 +104,14 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots) {
     const page = await rows.page(input.offset, input.limit);
     if (page) return page;
     const parsed = await loadCsv(csvPath);
-    if (parsed.sha256 !== input.csvSha256) await checkCsv(csvPath, input.csvSha256); // changed in between
+    if (parsed.sha256 !== input.csvSha256)
+      throw csvChanged(
+        `${csvPath} changed since the batch started: restore it and resume, or cancel the batch`,
+      );
     await writeRowsFile(path, parsed.sha256, parsed.rows, input.enhance);
-    return (await rows.page(input.offset, input.limit)) ?? [];
+    const written = await rows.page(input.offset, input.limit);
+    if (!written) throw new Error(`${path} could not be read back after writing it`);
+    return written;
   }
   // Output folders read so far (a few batches at a time per worker), and the output roots' request indexes,
   // each read incrementally.

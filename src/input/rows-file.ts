@@ -95,7 +95,10 @@ export class RowsFileReader {
     readonly csvSha256: string,
   ) {}
 
-  /** Rows `offset` to `offset + limit - 1`; undefined when the file is missing or holds another CSV's rows. */
+  /**
+   * Rows `offset` to `offset + limit - 1`; undefined when the file is missing, cut short or holds another
+   * CSV's rows.
+   */
   async page(offset: number, limit: number): Promise<PromptRow[] | undefined> {
     let handle: FileHandle;
     try {
@@ -131,8 +134,12 @@ export class RowsFileReader {
       }
       const read = await readLines(handle, position, count, (n, at) => this.mark(row + n, at));
       row += read.lines.length;
+      if (read.lines.length < count) {
+        // Cut short (not as written): read as missing, so it is written again.
+        this.stamp = '';
+        return undefined;
+      }
       this.last = { row, at: read.end };
-      if (read.lines.length < count) throw new Error(`${this.path} ends before row ${row + 1}`);
       return read.lines.map((line) => JSON.parse(line) as PromptRow);
     } finally {
       await handle.close();

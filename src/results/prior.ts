@@ -57,10 +57,11 @@ export interface RowView {
 export class PriorFold {
   private readonly rows = new Map<string, RowPrior>();
 
-  /** `views`: keep what the request index asks of a row (view()); a batch reading its own folder needs only get(). */
-  constructor(private readonly views = true) {}
   /** Rows on lines before this one are let go, and their later records ignored (FolderPrior.refresh). */
   floor = 0;
+
+  /** `views`: keep what the request index asks of a row (view()); a batch reading its own folder needs only get(). */
+  constructor(private readonly views = true) {}
 
   /** Lets go of the rows before `line` (those whose line is known). */
   pass(line: number): void {

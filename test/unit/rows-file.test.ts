@@ -81,6 +81,11 @@ describe('readRows from the rows file', () => {
     await rm(file);
     const page = await activities.readRows({ ...input, offset: 2450 });
     expect(page).toEqual(csv.rows.slice(2450));
+    // Cut short (a disk that filled up, a copy that stopped): written again too.
+    const whole = await readFile(file, 'utf8');
+    await writeFile(file, whole.slice(0, whole.length / 2));
+    expect(await activities.readRows({ ...input, offset: 2000 })).toEqual(csv.rows.slice(2000, 2100));
+    expect(await readFile(file, 'utf8')).toBe(whole);
     // The CSV edited: the page is refused, not read from the rows file written before.
     await writeFile(path, 'prompt\nsomething else\n');
     await expect(activities.readRows({ ...input, offset: 100 })).rejects.toThrow(
