@@ -7,8 +7,8 @@
 import { copyFile, link, mkdir, rm, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { EnhanceOptions } from '../contract/enhance';
-import { loadCsv } from '../input/csv';
-import { csvFileSha256, RowsFileReader, rowsFilePath, writeRowsFile } from '../input/rows-file';
+import { csvFileSha256, loadCsv } from '../input/csv';
+import { RowsFileReader, rowsFilePath, writeRowsFile } from '../input/rows-file';
 import type { PageRow, PriorOutcome, PromptRow } from '../contract/rows';
 import { FolderPrior, mergePrior } from '../results/prior';
 import { priorFromIndex, RequestIndex, type RequestSource } from '../results/request-index';

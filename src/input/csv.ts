@@ -354,6 +354,20 @@ export async function loadCsv(path: string, chunkBytes = 1 << 20): Promise<Parse
   return ingest.finish(error);
 }
 
+/**
+ * The sha256 loadCsv gives this file (of its bytes without a UTF-8 byte-order mark), without parsing it: how a
+ * worker checks that a batch's CSV is the one it started from.
+ */
+export async function csvFileSha256(path: string): Promise<string> {
+  const hash = createHash('sha256');
+  let first = true;
+  for await (const chunk of createReadStream(path) as AsyncIterable<Buffer>) {
+    hash.update(first && UTF8_BOM.equals(chunk.subarray(0, 3)) ? chunk.subarray(3) : chunk);
+    first = false;
+  }
+  return hash.digest('hex');
+}
+
 /** Loads and validates; throws CsvValidationError listing every problem. */
 export async function loadValidCsv(path: string): Promise<ParsedCsv> {
   const parsed = await loadCsv(path);

@@ -4,7 +4,7 @@
 // cleaned folder) writes it from the CSV. Its name comes from the CSV's sha256 and the rewrite settings, so every
 // writer writes the same bytes, and each write is whole (a temporary file, then a rename).
 import { createHash, randomUUID } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createWriteStream } from 'node:fs';
 import { mkdir, open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { finished } from 'node:stream/promises';
@@ -59,21 +59,6 @@ export async function writeRowsFile(
   } finally {
     await rm(tmp, { force: true });
   }
-}
-
-/**
- * The sha256 the CSV ingest gives this file (of its text without a byte-order mark), read as a stream so
- * that the file is never held whole.
- */
-export async function csvFileSha256(path: string): Promise<string> {
-  const hash = createHash('sha256');
-  let first = true;
-  for await (const chunk of createReadStream(path) as AsyncIterable<Buffer>) {
-    const bom = first && chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf;
-    first = false;
-    hash.update(bom ? chunk.subarray(3) : chunk);
-  }
-  return hash.digest('hex');
 }
 
 const CHUNK_BYTES = 64 * 1024;

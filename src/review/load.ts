@@ -56,7 +56,15 @@ export async function loadSources(t: ReviewTarget, csvPart = new CsvPart()): Pro
   };
 }
 
-export async function reviewData(t: ReviewTarget, links: VideoLinks, csvPart?: CsvPart): Promise<ReviewData> {
-  const sources = await loadSources(t, csvPart);
+export async function reviewData(t: ReviewTarget, links: VideoLinks): Promise<ReviewData> {
+  return reviewDataOf(await loadSources(t), t, links);
+}
+
+/** The page's data from sources already read. */
+export async function reviewDataOf(
+  sources: ReviewSources,
+  t: ReviewTarget,
+  links: VideoLinks,
+): Promise<ReviewData> {
   return buildReviewData(sources, links, await reviewExtras(sources, t.outDir, t.prices), existsSync);
 }

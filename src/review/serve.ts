@@ -8,10 +8,9 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { readManifest } from '../results/manifest';
 import { journalPath } from '../results/jobs-journal';
 import type { ReviewData } from './data';
-import { CsvPart, reviewData, type ReviewTarget } from './load';
+import { CsvPart, loadSources, reviewDataOf, type ReviewTarget } from './load';
 import { reviewPage } from './page';
 import { RowVersions } from './row-versions';
 
@@ -96,9 +95,11 @@ export async function serveReview(t: ReviewTarget, port: number): Promise<Review
     const now = await stamp(t);
     if (cached?.stamp === now) return;
     const started = Date.now();
+    // One read of the files makes both the page's data and the map of videos served.
+    const sources = await loadSources(t, csv);
     const files = new Map<string, string>();
-    for (const r of await readManifest(t.manifestPath)) if (r.file) files.set(r.rowId, r.file);
-    cached = { stamp: now, data: await reviewData(t, links, csv), files };
+    for (const r of sources.manifest) if (r.file) files.set(r.rowId, r.file);
+    cached = { stamp: now, data: await reviewDataOf(sources, t, links), files };
     versions.update(cached.data);
     builtAt = Date.now();
     buildMs = builtAt - started;

@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createRowActivities } from '../../src/activities/rows';
-import { loadCsv } from '../../src/input/csv';
+import { csvFileSha256, loadCsv } from '../../src/input/csv';
 import { assignRequestKeys } from '../../src/input/request-key';
-import { csvFileSha256, RowsFileReader, rowsFilePath, writeRowsFile } from '../../src/input/rows-file';
+import { RowsFileReader, rowsFilePath, writeRowsFile } from '../../src/input/rows-file';
 
 const enhance = { model: 'chat-1', instructions: 'rewrite it' };
 
