@@ -12,6 +12,8 @@ import { fileURLToPath } from 'node:url';
 import { createRowActivities } from '../src/activities/rows';
 import { MAX_PAGE_BYTES, type PromptRow } from '../src/contract/rows';
 import { loadCsv } from '../src/input/csv';
+import { rowsFileKey, writeRowsFile } from '../src/input/rows-file';
+import { LocalStore } from '../src/store/local-store';
 import { succeeded } from './results';
 import { writeVbenchCsv } from './vbench';
 
@@ -44,10 +46,8 @@ async function prepare(rows: number, finished: number) {
   const own = join(dir, 'out', BATCH);
   await mkdir(own, { recursive: true });
   await record(own, csv.rows.slice(0, Math.round(rows * finished)));
-  // What `run` does before the batch starts (this code's rows file; older code has none).
-  const rowsFile = await import('../src/input/rows-file').catch(() => undefined);
-  if (rowsFile)
-    await rowsFile.writeRowsFile(rowsFile.rowsFilePath(join(dir, 'out'), csv.sha256), csv.sha256, csv.rows);
+  // What `run` does before the batch starts.
+  await writeRowsFile(new LocalStore(join(dir, 'out')), rowsFileKey(csv.sha256), csv.sha256, csv.rows);
   return { dir, csvPath, sha256: csv.sha256 };
 }
 

@@ -123,6 +123,8 @@ export interface WorkerSettings {
   shutdownGraceMs: number;
   /** VIDBATCH_READY_FILE: written while the worker polls, for a container healthcheck. */
   readyFile: string | undefined;
+  /** VIDBATCH_STORE: the shared object store (`s3://bucket/prefix`) for batches' CSVs and rows; unset: none. */
+  store: string | undefined;
 }
 
 /**
@@ -151,5 +153,25 @@ export function loadWorkerSettings(
     },
     shutdownGraceMs,
     readyFile: env.VIDBATCH_READY_FILE ? resolve(cwd, env.VIDBATCH_READY_FILE) : undefined,
+    store: storeSetting(env),
   };
+}
+
+/** VIDBATCH_STORE checked now, so a bad one stops the process at start with the reason. */
+function storeSetting(env: NodeJS.ProcessEnv): string | undefined {
+  const url = env.VIDBATCH_STORE?.trim();
+  if (!url) return undefined;
+  parseS3Url(url);
+  return url;
+}
+
+/** VIDBATCH_STORE's `s3://bucket/prefix` split (the prefix ends in `/` unless empty); throws ConfigError. */
+export function parseS3Url(url: string): { bucket: string; prefix: string } {
+  const m = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:\/(.*))?$/.exec(url);
+  const prefix = (m?.[2] ?? '').replace(/\/+$/, '');
+  if (!m || prefix.split('/').some((p) => p === '.' || p === '..' || (prefix && !p)))
+    throw new ConfigError(
+      `VIDBATCH_STORE must be s3://<bucket>[/<prefix>] (a bucket name of 3 to 63 lowercase letters, digits, dots and hyphens; no empty, . or .. part in the prefix), got "${url}"`,
+    );
+  return { bucket: m[1]!, prefix: prefix ? `${prefix}/` : '' };
 }

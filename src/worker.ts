@@ -5,6 +5,7 @@ import { rm, utimes, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { createActivities } from './activities';
+import { openStore } from './store/open-store';
 import type { PathRoots } from './activities/paths';
 import {
   DEFAULT_SHUTDOWN_GRACE_MS,
@@ -32,6 +33,8 @@ export interface CreateWorkerOptions {
   outRoot?: string;
   /** Where activities may read CSVs and write results and videos; undefined: anywhere (tests, embedding). */
   roots?: PathRoots;
+  /** The shared object store (VIDBATCH_STORE, `s3://bucket/prefix`) batches may keep their input in. */
+  store?: string;
   /** How long a stopping worker lets running activities finish on their own; default 30 s. */
   shutdownGraceMs?: number;
   /** A prebuilt bundle (tests build one per run); default: the cached bundle of `src/workflows`. */
@@ -51,7 +54,13 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
       announce(`could not use a cached workflow bundle (${String(err)}); bundling in the worker`, {});
       return undefined;
     }));
-  const activities = createActivities({ gateway, outRoot: options.outRoot ?? 'out', roots: options.roots });
+  const outRoot = options.outRoot ?? 'out';
+  const activities = createActivities({
+    gateway,
+    outRoot,
+    roots: options.roots,
+    ...(options.store ? { store: await openStore(options.store, outRoot) } : {}),
+  });
   // Gateway calls run only on the gateway queue, where its rate limit paces them.
   const gatewayCalls: readonly string[] = GATEWAY_ACTIVITIES;
   const mainActivities = Object.fromEntries(
@@ -103,6 +112,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env, outRoot?: 
       gateway,
       outRoot: settings.outRoot,
       roots: settings.roots,
+      ...(settings.store ? { store: settings.store } : {}),
       shutdownGraceMs: settings.shutdownGraceMs,
       gatewayRps: loadGatewayRps(env),
     });

@@ -1,6 +1,7 @@
 // The worker's activities, built by a factory that receives their dependencies (the gateway client, the output
 // root), so the worker and the tests wire them the same way. The workflows import only the type.
 import type { GatewayClient } from '../gateway/client';
+import type { ObjectStore } from '../store/object-store';
 import { createEnhanceActivities } from './enhance';
 import { createJobActivities } from './jobs';
 import { createOutputActivities } from './outputs';
@@ -15,12 +16,14 @@ export interface ActivityDeps {
   outRoot: string;
   /** Where activities may read CSVs and write results and videos; undefined: anywhere (tests, embedding). */
   roots?: PathRoots;
+  /** The shared object store (VIDBATCH_STORE) where batches started with one keep their CSV and rows. */
+  store?: ObjectStore;
 }
 
 /** readRows, enhancePrompt, submitJob, checkJob, pollJob, downloadVideo, recordResults, endedPrompts. */
 export function createActivities(deps: ActivityDeps) {
   return {
-    ...createRowActivities(deps.outRoot, deps.roots),
+    ...createRowActivities(deps.outRoot, deps.roots, deps.store),
     ...createJobActivities(deps.gateway, deps.outRoot, deps.roots),
     ...createEnhanceActivities(deps.gateway, deps.outRoot, deps.roots),
     ...createOutputActivities(deps.outRoot, deps.roots),

@@ -1,19 +1,23 @@
-// The readRows activity: a page of the batch's CSV, read on the worker (the batch's input holds only the path
-// and sha256) and checked against the sha256 the batch started with. The page comes from the CSV's rows file
-// (input/rows-file.ts), read by position, so a worker never holds the whole CSV. Each row carries what is
+// The readRows activity: a page of the batch's CSV, read on the worker (the batch's input holds only the path,
+// or its URL in the shared store, and sha256) and checked against the sha256 the batch started with. The page
+// comes from the CSV's rows file (input/rows-file.ts), read by position, so a worker never holds the whole CSV. Each row carries what is
 // known about it (`prior`): from earlier runs of its batch, else from other batches of the output root that paid for the
 // same request (results/request-index.ts). A page is cut by size as well as by count so that no payload comes
 // near Temporal's limit.
 import { copyFile, link, mkdir, rm, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { EnhanceOptions } from '../contract/enhance';
-import { csvFileSha256, loadCsv } from '../input/csv';
-import { RowsFileReader, rowsFilePath, writeRowsFile } from '../input/rows-file';
+import { csvFileSha256, loadCsv, loadCsvFrom, type ParsedCsv } from '../input/csv';
+import { RowsFileReader, rowsFileKey, writeRowsFile } from '../input/rows-file';
+import { PathNotAllowedError } from '../errors';
+import { LocalStore } from '../store/local-store';
+import { isStoreUrl } from '../store/open-store';
+import type { ObjectStore } from '../store/object-store';
 import type { PageRow, PriorOutcome, PromptRow } from '../contract/rows';
 import { FolderPrior, mergePrior } from '../results/prior';
 import { priorFromIndex, RequestIndex, type RequestSource } from '../results/request-index';
 import { allowedFile, allowedPath, type PathRoots } from './paths';
-import { csvChanged } from './to-failure';
+import { csvChanged, pathNotAllowed } from './to-failure';
 
 export interface ReadRowsInput {
   csvPath: string;
@@ -69,15 +73,37 @@ function cached<T>(size: number, make: (key: string) => T): (key: string) => T {
   };
 }
 
-/** `roots`: where CSVs may be read and output folders consulted (activities/paths.ts); undefined: anywhere. */
-export function createRowActivities(outRoot = 'out', roots?: PathRoots) {
+/**
+ * `roots`: where CSVs may be read and output folders consulted (activities/paths.ts); undefined: anywhere.
+ * `store`: the shared object store (VIDBATCH_STORE), where batches started with it keep their CSV and rows.
+ */
+export function createRowActivities(outRoot = 'out', roots?: PathRoots, store?: ObjectStore) {
   // The CSVs whose sha256 was checked, by size and mtime: a file whose size or mtime moved is hashed again, so
   // an edit is noticed on the next page. And a reader per rows file, which knows where its pages start.
   const checked = cached(16, () => ({ stamp: '' }));
+  const localStore = cached(16, (root) => new LocalStore(root));
   const reader = cached(16, (key) => {
-    const [path, sha] = key.split('\n');
-    return new RowsFileReader(path!, sha!);
+    const [root, rowsKey, sha] = key.split('\n');
+    return new RowsFileReader(root ? localStore(root) : store!, rowsKey!, sha!);
   });
+
+  /** The CSV the batch started from, checked: a path on this machine, or the key of one in the store. */
+  async function csvOf(csvPath: string, csvSha256: string): Promise<{ path: string; key?: string }> {
+    if (!isStoreUrl(csvPath)) {
+      const path = await allowedPath(csvPath, 'input', roots);
+      await checkCsv(path, csvSha256);
+      return { path };
+    }
+    const key = store?.keyOf(csvPath);
+    if (key === undefined)
+      throw pathNotAllowed(new PathNotAllowedError(csvPath, store ? [store.url] : [], 'VIDBATCH_STORE'));
+    // Its key is its content's sha256, written once: only its absence is worth a look.
+    if (!(await store!.head(key)))
+      throw csvChanged(
+        `${csvPath} is missing from the store (the batch started from it): put it back and resume, or cancel the batch`,
+      );
+    return { path: csvPath, key };
+  }
 
   /** Throws CsvChanged unless `csvPath` is the file the batch started from. */
   async function checkCsv(csvPath: string, csvSha256: string) {
@@ -97,20 +123,28 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots) {
     seen.stamp = stamp;
   }
 
-  /** Rows `offset` on, from the rows file under `root` (written from the CSV here when it is missing). */
-  async function rowsOf(input: ReadRowsInput, csvPath: string, root: string): Promise<PromptRow[]> {
-    const path = rowsFilePath(root, input.csvSha256, input.enhance);
-    const rows = reader(`${path}\n${input.csvSha256}`);
+  /**
+   * Rows `offset` on, from the rows file: in the store with the CSV, else under the output root `root`. Written
+   * from the CSV here when it is missing.
+   */
+  async function rowsOf(input: ReadRowsInput, csv: { path: string; key?: string }, root: string) {
+    const key = rowsFileKey(input.csvSha256, input.enhance);
+    const rows = reader(`${csv.key === undefined ? root : ''}\n${key}\n${input.csvSha256}`);
     const page = await rows.page(input.offset, input.limit);
     if (page) return page;
-    const parsed = await loadCsv(csvPath);
-    if (parsed.sha256 !== input.csvSha256)
+    let parsed: ParsedCsv | undefined;
+    if (csv.key === undefined) parsed = await loadCsv(csv.path);
+    else {
+      const chunks = await store!.stream(csv.key);
+      if (chunks) parsed = await loadCsvFrom(chunks, csv.path);
+    }
+    if (parsed?.sha256 !== input.csvSha256)
       throw csvChanged(
-        `${csvPath} changed since the batch started: restore it and resume, or cancel the batch`,
+        `${csv.path} changed since the batch started: restore it and resume, or cancel the batch`,
       );
-    await writeRowsFile(path, parsed.sha256, parsed.rows, input.enhance);
+    await writeRowsFile(rows.store, key, parsed.sha256, parsed.rows, input.enhance);
     const written = await rows.page(input.offset, input.limit);
-    if (!written) throw new Error(`${path} could not be read back after writing it`);
+    if (!written) throw new Error(`${rows.store.urlOf(key)} could not be read back after writing it`);
     return written;
   }
   // Output folders read so far (a few batches at a time per worker), and the output roots' request indexes,
@@ -157,11 +191,10 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots) {
 
   return {
     async readRows(input: ReadRowsInput): Promise<PageRow[]> {
-      const csvPath = await allowedPath(input.csvPath, 'input', roots);
-      await checkCsv(csvPath, input.csvSha256);
-      if (!input.batchId) return rowsOf(input, csvPath, await allowedPath(outRoot, 'out', roots));
+      const csv = await csvOf(input.csvPath, input.csvSha256);
+      if (!input.batchId) return rowsOf(input, csv, await allowedPath(outRoot, 'out', roots));
       const ownDir = await allowedPath(input.outDir ?? resolve(outRoot, input.batchId), 'out', roots);
-      const rows = await rowsOf(input, csvPath, dirname(ownDir));
+      const rows = await rowsOf(input, csv, dirname(ownDir));
       const own = await ownFolder(ownDir).refresh(rows[0]?.line);
       const original = input.priorOutDir
         ? await folder(await allowedPath(input.priorOutDir, 'out', roots)).refresh()

@@ -19,7 +19,10 @@ import type { BatchProgress } from '../contract/progress';
 import { loadWorkerSettings } from '../config';
 import { ConfigError, OtherVersionBatchError, UnservedBatchError } from '../errors';
 import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
-import { rowsFilePath, writeRowsFile } from '../input/rows-file';
+import { rowsFileKey, writeRowsFile } from '../input/rows-file';
+import { putInput } from '../store/inputs';
+import { LocalStore } from '../store/local-store';
+import { openStore } from '../store/open-store';
 import { failedRowsCsv, retryCsvPath, type LeftOut } from '../results/export';
 import { findManifest } from './batch-status';
 import { previousInput, waitForTerminatedSubmits } from './rerun';
@@ -222,24 +225,29 @@ export async function startBatch(
       journalDir,
     );
   }
+  // Workers read the rows by position from the rows file (input/rows-file.ts); one that finds it missing writes
+  // it from the CSV. With a shared store (VIDBATCH_STORE), the CSV goes there too and the batch names it by URL,
+  // so workers need nothing of this machine's; else the rows file goes beside the batch's folder.
+  let csvRef = resolve(csvPath);
+  if (!attached) {
+    const { outRoot, store: storeUrl } = loadWorkerSettings();
+    const shared = storeUrl ? await openStore(storeUrl, outRoot) : undefined;
+    if (shared) csvRef = await putInput(shared, csvPath, csv.sha256);
+    const store = shared ?? new LocalStore(dirname(resolve(batchOptions.outDir ?? join(outRoot, batchId))));
+    const key = rowsFileKey(csv.sha256, batchOptions.enhance);
+    await writeRowsFile(store, key, csv.sha256, csv.rows, batchOptions.enhance).catch((err: Error) =>
+      log(`could not write ${store.urlOf(key)} (${err.message}): the workers write it from the CSV`),
+    );
+  }
   const input: BatchInput = {
     batchId,
-    csvPath: resolve(csvPath),
+    csvPath: csvRef,
     csvSha256: csv.sha256,
     totalRows: csv.rows.length,
     options: batchOptions,
     ...(retryOf ? { retryOf } : {}),
     ...(priorOutDir ? { priorOutDir: resolve(priorOutDir) } : {}),
   };
-  // Workers read the rows by position from this file (input/rows-file.ts); one that finds it missing (this
-  // process could not write it, or the workers' root is on another machine) writes it from the CSV.
-  if (!attached) {
-    const ownDir = resolve(batchOptions.outDir ?? join(loadWorkerSettings().outRoot, batchId));
-    const path = rowsFilePath(dirname(ownDir), csv.sha256, batchOptions.enhance);
-    await writeRowsFile(path, csv.sha256, csv.rows, batchOptions.enhance).catch((err: Error) =>
-      log(`could not write ${path} (${err.message}): the workers write it from the CSV`),
-    );
-  }
   try {
     const handle = await session.client.workflow.start(batchWorkflow, {
       workflowId: batchId,

@@ -110,7 +110,7 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
     let taskQueue = temporal.taskQueue;
     if (wantWorker) {
       gateway ??= loadGatewaySettings(env);
-      const { outRoot, roots, shutdownGraceMs } = loadWorkerSettings(env);
+      const { outRoot, roots, shutdownGraceMs, store } = loadWorkerSettings(env);
       // This process's worker is the one its batches wait for: a queue of its own gateway (see task-queue.ts).
       if (!temporal.address || simulator)
         taskQueue = isolatedQueue(temporal.taskQueue, {
@@ -130,6 +130,7 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
           out: [...roots.out, ...(options.allow?.out ?? [])],
           download: [...roots.download, ...(options.allow?.download ?? [])],
         },
+        ...(store ? { store } : {}),
         shutdownGraceMs,
       });
       const running = worker.run();

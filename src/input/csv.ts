@@ -340,13 +340,18 @@ const kib = (bytes: number) => `${bytes} bytes (${(bytes / 1024).toFixed(1)} KiB
 
 /** Reads the file a chunk at a time: what is held is its rows, never its whole text. */
 export async function loadCsv(path: string, chunkBytes = 1 << 20): Promise<ParsedCsv> {
-  const ingest = new CsvIngest(path);
+  return loadCsvFrom(createReadStream(path, { highWaterMark: chunkBytes }), path);
+}
+
+/** loadCsv of a CSV read from elsewhere (an object store), `file` naming it in problems. */
+export async function loadCsvFrom(chunks: AsyncIterable<Uint8Array>, file: string): Promise<ParsedCsv> {
+  const ingest = new CsvIngest(file);
   const parser = parseStream(ingest.options).resume();
   let error: unknown;
   parser.on('error', (err) => (error ??= err));
-  for await (const chunk of createReadStream(path, { highWaterMark: chunkBytes }) as AsyncIterable<Buffer>) {
+  for await (const chunk of chunks) {
     // Read to the end even after a problem: the sha256 is of the whole file.
-    const bytes = ingest.push(chunk);
+    const bytes = ingest.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
     if (bytes && !error) parser.write(bytes);
   }
   parser.end();
@@ -359,13 +364,22 @@ export async function loadCsv(path: string, chunkBytes = 1 << 20): Promise<Parse
  * worker checks that a batch's CSV is the one it started from.
  */
 export async function csvFileSha256(path: string): Promise<string> {
+  const hash = csvHash();
+  for await (const chunk of createReadStream(path) as AsyncIterable<Buffer>) hash.update(chunk);
+  return hash.digest();
+}
+
+/** The sha256 loadCsv gives a CSV, fed its bytes in order (chunks of at least 3 bytes, but the last). */
+export function csvHash(): { update(chunk: Buffer): void; digest(): string } {
   const hash = createHash('sha256');
   let first = true;
-  for await (const chunk of createReadStream(path) as AsyncIterable<Buffer>) {
-    hash.update(first && UTF8_BOM.equals(chunk.subarray(0, 3)) ? chunk.subarray(3) : chunk);
-    first = false;
-  }
-  return hash.digest('hex');
+  return {
+    update(chunk) {
+      hash.update(first && UTF8_BOM.equals(chunk.subarray(0, 3)) ? chunk.subarray(3) : chunk);
+      first = false;
+    },
+    digest: () => hash.digest('hex'),
+  };
 }
 
 /** Loads and validates; throws CsvValidationError listing every problem. */

@@ -1,15 +1,13 @@
 // A validated CSV's rows as JSON lines (one PromptRow per line, its request key set), so that a worker reads a
 // page by byte position instead of parsing and holding the whole CSV: what it holds no longer grows with the
 // file. `run` writes the file before the batch starts; a worker that finds it missing (another machine, a
-// cleaned folder) writes it from the CSV. Its name comes from the CSV's sha256 and the rewrite settings, so every
-// writer writes the same bytes, and each write is whole (a temporary file, then a rename).
-import { createHash, randomUUID } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import { mkdir, open, rename, rm, type FileHandle } from 'node:fs/promises';
-import { join } from 'node:path';
-import { finished } from 'node:stream/promises';
+// cleaned folder) writes it from the CSV. Its key comes from the CSV's sha256 and the rewrite settings, so every
+// writer writes the same bytes, and each write is whole. It lives in the object store (store/), an output
+// root's folder by default, where a page is one ranged read.
+import { createHash } from 'node:crypto';
 import type { EnhanceOptions } from '../contract/enhance';
 import type { PromptRow } from '../contract/rows';
+import type { ObjectStore } from '../store/object-store';
 import { requestKeyer } from './request-key';
 
 /** The folder of rows files under an output root (beside the batch folders, which the index never confuses). */
@@ -22,15 +20,15 @@ interface RowsHeader {
   rows: number;
 }
 
-/** Where the rows of the CSV with this sha256, keyed for these rewrite settings, live under `root`. */
-export function rowsFilePath(root: string, csvSha256: string, enhance?: EnhanceOptions): string {
+/** The key of the rows of the CSV with this sha256, keyed for these rewrite settings. */
+export function rowsFileKey(csvSha256: string, enhance?: EnhanceOptions): string {
   const settings = enhance
     ? createHash('sha256')
         .update(JSON.stringify([enhance.model, enhance.instructions]))
         .digest('hex')
         .slice(0, 12)
     : 'plain';
-  return join(root, ROWS_DIR, `${csvSha256.slice(0, 32)}-${settings}.jsonl`);
+  return `${ROWS_DIR}/${csvSha256.slice(0, 32)}-${settings}.jsonl`;
 }
 
 /**
@@ -38,30 +36,31 @@ export function rowsFilePath(root: string, csvSha256: string, enhance?: EnhanceO
  * given are not changed. A file already there is replaced whole (readers open it anew for each page).
  */
 export async function writeRowsFile(
-  path: string,
+  store: ObjectStore,
+  key: string,
   csvSha256: string,
   rows: readonly PromptRow[],
   enhance?: EnhanceOptions,
 ): Promise<void> {
-  await mkdir(join(path, '..'), { recursive: true });
-  const tmp = `${path}.${randomUUID()}.tmp`;
-  try {
-    const out = createWriteStream(tmp);
-    const header: RowsHeader = { vidbatchRows: 1, csvSha256, rows: rows.length };
-    const key = requestKeyer(enhance);
-    const write = (line: string) =>
-      out.write(line + '\n') ? undefined : new Promise<void>((r) => out.once('drain', () => r()));
-    await write(JSON.stringify(header));
-    for (const row of rows) await write(JSON.stringify({ ...row, request: key(row) }));
-    out.end();
-    await finished(out);
-    await rename(tmp, path);
-  } finally {
-    await rm(tmp, { force: true });
+  const header: RowsHeader = { vidbatchRows: 1, csvSha256, rows: rows.length };
+  const requestKey = requestKeyer(enhance);
+  // A megabyte of lines per chunk: an upload in parts, never the whole file as one string.
+  async function* lines() {
+    let chunk = JSON.stringify(header) + '\n';
+    for (const row of rows) {
+      chunk += JSON.stringify({ ...row, request: requestKey(row) }) + '\n';
+      if (chunk.length >= 1 << 20) {
+        yield chunk;
+        chunk = '';
+      }
+    }
+    yield chunk;
   }
+  await store.upload(key, lines(), { contentType: 'application/jsonl' });
 }
 
-const CHUNK_BYTES = 64 * 1024;
+/** Bytes per read: a ranged GET on S3, so a page of rows is usually one. */
+const CHUNK_BYTES = 256 * 1024;
 /** A reader remembers where every this-many-th row starts, so a page anywhere is found by a short scan. */
 const CHECKPOINT_EVERY = 1000;
 
@@ -76,7 +75,8 @@ export class RowsFileReader {
   private last = { row: -1, at: 0 };
 
   constructor(
-    readonly path: string,
+    readonly store: ObjectStore,
+    readonly key: string,
     readonly csvSha256: string,
   ) {}
 
@@ -85,50 +85,41 @@ export class RowsFileReader {
    * CSV's rows.
    */
   async page(offset: number, limit: number): Promise<PromptRow[] | undefined> {
-    let handle: FileHandle;
-    try {
-      handle = await open(this.path, 'r');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw err;
+    const file = await this.store.head(this.key);
+    if (!file) return undefined;
+    const read = (position: number, count: number, passed?: (n: number, at: number) => void) =>
+      readLines((at) => this.store.read(this.key, at, CHUNK_BYTES), position, count, passed);
+    if (file.etag !== this.stamp) {
+      this.starts.clear();
+      this.last = { row: -1, at: 0 };
+      const first = await read(0, 1);
+      const header = parseHeader(first.lines[0]);
+      if (header?.csvSha256 !== this.csvSha256) return undefined;
+      this.rows = header.rows;
+      this.starts.set(0, first.end);
+      this.stamp = file.etag;
     }
-    try {
-      const file = await handle.stat();
-      const stamp = `${file.size}/${file.mtimeMs}/${file.ino}`;
-      if (stamp !== this.stamp) {
-        this.starts.clear();
-        this.last = { row: -1, at: 0 };
-        const first = await readLines(handle, 0, 1);
-        const header = parseHeader(first.lines[0]);
-        if (header?.csvSha256 !== this.csvSha256) return undefined;
-        this.rows = header.rows;
-        this.starts.set(0, first.end);
-        this.stamp = stamp;
-      }
-      const count = Math.min(limit, this.rows - offset);
-      if (count <= 0) return [];
-      let row = offset;
-      let position = offset === this.last.row ? this.last.at : this.starts.get(offset);
-      if (position === undefined) {
-        // Scan on from the nearest known start before it.
-        let from = 0;
-        for (const known of this.starts.keys()) if (known <= offset && known > from) from = known;
-        position = this.starts.get(from)!;
-        const skipped = await readLines(handle, position, offset - from, (n, at) => this.mark(from + n, at));
-        position = skipped.end;
-      }
-      const read = await readLines(handle, position, count, (n, at) => this.mark(row + n, at));
-      row += read.lines.length;
-      if (read.lines.length < count) {
-        // Cut short (not as written): read as missing, so it is written again.
-        this.stamp = '';
-        return undefined;
-      }
-      this.last = { row, at: read.end };
-      return read.lines.map((line) => JSON.parse(line) as PromptRow);
-    } finally {
-      await handle.close();
+    const count = Math.min(limit, this.rows - offset);
+    if (count <= 0) return [];
+    let row = offset;
+    let position = offset === this.last.row ? this.last.at : this.starts.get(offset);
+    if (position === undefined) {
+      // Scan on from the nearest known start before it.
+      let from = 0;
+      for (const known of this.starts.keys()) if (known <= offset && known > from) from = known;
+      position = this.starts.get(from)!;
+      const skipped = await read(position, offset - from, (n, at) => this.mark(from + n, at));
+      position = skipped.end;
     }
+    const got = await read(position, count, (n, at) => this.mark(row + n, at));
+    row += got.lines.length;
+    if (got.lines.length < count) {
+      // Cut short (not as written), or gone since: read as missing, so it is written again.
+      this.stamp = '';
+      return undefined;
+    }
+    this.last = { row, at: got.end };
+    return got.lines.map((line) => JSON.parse(line) as PromptRow);
   }
 
   private mark(row: number, at: number) {
@@ -154,7 +145,7 @@ function parseHeader(line: string | undefined): RowsHeader | undefined {
  * each line after the first starts (n lines in).
  */
 async function readLines(
-  handle: FileHandle,
+  readChunk: (at: number) => Promise<Buffer | undefined>,
   position: number,
   count: number,
   passed?: (n: number, at: number) => void,
@@ -163,24 +154,22 @@ async function readLines(
   let pending: Buffer[] = [];
   let at = position;
   let end = position;
-  const buffer = Buffer.alloc(CHUNK_BYTES);
   while (lines.length < count) {
-    const { bytesRead } = await handle.read(buffer, 0, buffer.length, at);
-    if (bytesRead === 0) break;
+    const buffer = await readChunk(at);
+    if (!buffer?.length) break;
     let start = 0;
-    for (let nl = buffer.indexOf(10, 0); nl !== -1 && nl < bytesRead; nl = buffer.indexOf(10, start)) {
-      pending.push(Buffer.from(buffer.subarray(start, nl)));
+    for (let nl = buffer.indexOf(10, 0); nl !== -1; nl = buffer.indexOf(10, start)) {
+      pending.push(buffer.subarray(start, nl));
       lines.push(Buffer.concat(pending).toString('utf8'));
       pending = [];
       start = nl + 1;
       end = at + start;
       if (lines.length === count) break;
       passed?.(lines.length, end);
-      if (start >= bytesRead) break;
+      if (start >= buffer.length) break;
     }
-    if (lines.length < count && start < bytesRead)
-      pending.push(Buffer.from(buffer.subarray(start, bytesRead)));
-    at += bytesRead;
+    if (lines.length < count && start < buffer.length) pending.push(buffer.subarray(start));
+    at += buffer.length;
   }
   return { lines, end };
 }

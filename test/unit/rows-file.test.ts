@@ -5,7 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { createRowActivities } from '../../src/activities/rows';
 import { csvFileSha256, loadCsv } from '../../src/input/csv';
 import { assignRequestKeys } from '../../src/input/request-key';
-import { RowsFileReader, rowsFilePath, writeRowsFile } from '../../src/input/rows-file';
+import { RowsFileReader, rowsFileKey, writeRowsFile } from '../../src/input/rows-file';
+import { LocalStore } from '../../src/store/local-store';
 
 const enhance = { model: 'chat-1', instructions: 'rewrite it' };
 
@@ -29,16 +30,17 @@ describe('rows file', () => {
     for (const settings of [undefined, enhance]) {
       const expected = structuredClone(csv.rows);
       if (settings) assignRequestKeys(expected, settings);
-      const path = rowsFilePath(join(dir, 'out'), csv.sha256, settings);
-      await writeRowsFile(path, csv.sha256, csv.rows, settings);
-      const reader = new RowsFileReader(path, csv.sha256);
+      const store = new LocalStore(join(dir, 'out'));
+      const key = rowsFileKey(csv.sha256, settings);
+      await writeRowsFile(store, key, csv.sha256, csv.rows, settings);
+      const reader = new RowsFileReader(store, key, csv.sha256);
       // In order across the checkpoints, then out of order (another worker took the pages between).
       const pages: PromptRowsPage[] = [];
       for (let offset = 0; offset < 2500; offset += 333) pages.push([offset, await reader.page(offset, 333)]);
       for (const offset of [2400, 999, 1000, 1001, 0, 1234, 2499, 1998])
         pages.push([offset, await reader.page(offset, 100)]);
       // A fresh reader (a worker that started mid-batch) finds a page without the earlier ones.
-      pages.push([2222, await new RowsFileReader(path, csv.sha256).page(2222, 50)]);
+      pages.push([2222, await new RowsFileReader(store, key, csv.sha256).page(2222, 50)]);
       for (const [offset, rows] of pages) expect(rows).toEqual(expected.slice(offset, offset + rows!.length));
       expect(pages.reduce((n, [, rows]) => n + rows!.length, 0)).toBe(2500 + 701 + 50);
       expect(await reader.page(2500, 100)).toEqual([]);
@@ -49,10 +51,11 @@ describe('rows file', () => {
 
   it("is not read for another CSV's rows, nor when it is missing", async () => {
     const { dir, csv } = await bigCsv();
-    const path = rowsFilePath(dir, csv.sha256);
-    expect(await new RowsFileReader(path, csv.sha256).page(0, 10)).toBeUndefined();
-    await writeRowsFile(path, csv.sha256, csv.rows);
-    expect(await new RowsFileReader(path, 'f'.repeat(64)).page(0, 10)).toBeUndefined();
+    const store = new LocalStore(dir);
+    const key = rowsFileKey(csv.sha256);
+    expect(await new RowsFileReader(store, key, csv.sha256).page(0, 10)).toBeUndefined();
+    await writeRowsFile(store, key, csv.sha256, csv.rows);
+    expect(await new RowsFileReader(store, key, 'f'.repeat(64)).page(0, 10)).toBeUndefined();
   });
 
   it('hashes a CSV as the ingest does, with and without a byte-order mark', async () => {
@@ -75,7 +78,7 @@ describe('readRows from the rows file', () => {
     expect((await activities.readRows({ ...input, offset: 0 })).map((r) => r.id)).toEqual(
       csv.rows.slice(0, 100).map((r) => r.id),
     );
-    const file = rowsFilePath(out, csv.sha256);
+    const file = join(out, rowsFileKey(csv.sha256));
     expect((await readFile(file, 'utf8')).split('\n')).toHaveLength(2502);
     // Deleted mid-batch (a cleaned folder): written again, and the next page is the same as before.
     await rm(file);

@@ -1,0 +1,121 @@
+// The object store as a folder: a key is a path under it. Writes go to a temporary file first and are then
+// renamed (or, for `ifAbsent`, hard-linked, which fails when the name exists), so a reader never sees part of
+// an object and a crashed writer leaves at most a `.tmp` file.
+import { randomUUID } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { link, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { checkKey, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
+
+const isMissing = (err: unknown) => (err as NodeJS.ErrnoException).code === 'ENOENT';
+
+export class LocalStore implements ObjectStore {
+  readonly url: string;
+
+  constructor(root: string) {
+    this.url = resolve(root);
+  }
+
+  urlOf(key: string): string {
+    return join(this.url, checkKey(key));
+  }
+
+  keyOf(url: string): string | undefined {
+    const rel = relative(this.url, resolve(url));
+    if (!rel || rel.startsWith(`..${sep}`) || rel === '..' || isAbsolute(rel)) return undefined;
+    return rel.split(sep).join('/');
+  }
+
+  async head(key: string): Promise<StoredObject | undefined> {
+    const file = await stat(this.urlOf(key)).catch((err: unknown) => {
+      if (isMissing(err)) return undefined;
+      throw err;
+    });
+    if (!file?.isFile()) return undefined;
+    return { size: file.size, etag: `${file.size}-${file.mtimeMs}-${file.ino}` };
+  }
+
+  async read(key: string, start: number, length: number): Promise<Buffer | undefined> {
+    const handle = await open(this.urlOf(key), 'r').catch((err: unknown) => {
+      if (isMissing(err)) return undefined;
+      throw err;
+    });
+    if (!handle) return undefined;
+    try {
+      const buffer = Buffer.alloc(length);
+      let filled = 0;
+      while (filled < length) {
+        const { bytesRead } = await handle.read(buffer, filled, length - filled, start + filled);
+        if (bytesRead === 0) break;
+        filled += bytesRead;
+      }
+      return buffer.subarray(0, filled);
+    } finally {
+      await handle.close();
+    }
+  }
+
+  async stream(key: string): Promise<AsyncIterable<Uint8Array> | undefined> {
+    const handle = await open(this.urlOf(key), 'r').catch((err: unknown) => {
+      if (isMissing(err)) return undefined;
+      throw err;
+    });
+    return handle?.createReadStream({ highWaterMark: 1 << 20 });
+  }
+
+  async put(key: string, body: Buffer | string, options: PutOptions = {}): Promise<boolean> {
+    return this.write(key, Readable.from([body]), options.ifAbsent ?? false);
+  }
+
+  async upload(key: string, body: AsyncIterable<Uint8Array | string>): Promise<void> {
+    await this.write(key, Readable.from(body), false);
+  }
+
+  private async write(key: string, body: Readable, ifAbsent: boolean): Promise<boolean> {
+    const path = this.urlOf(key);
+    await mkdir(dirname(path), { recursive: true });
+    const tmp = `${path}.${randomUUID()}.tmp`;
+    try {
+      await pipeline(body, createWriteStream(tmp));
+      if (!ifAbsent) {
+        await rename(tmp, path);
+        return true;
+      }
+      return await link(tmp, path).then(
+        () => true,
+        (err: NodeJS.ErrnoException) => {
+          if (err.code === 'EEXIST') return false;
+          throw err;
+        },
+      );
+    } finally {
+      await rm(tmp, { force: true });
+    }
+  }
+
+  async *list(prefix: string): AsyncIterable<{ key: string; size: number }> {
+    // The folder the prefix's last whole part names; the rest of the prefix filters its files.
+    const cut = prefix.lastIndexOf('/');
+    const dir = cut === -1 ? '' : prefix.slice(0, cut);
+    const base = dir ? join(this.url, checkKey(dir)) : this.url;
+    const entries = await readdir(base, { recursive: true, withFileTypes: true }).catch((err: unknown) => {
+      if (isMissing(err)) return [];
+      throw err;
+    });
+    const keys = entries
+      .filter((e) => e.isFile() && !e.name.endsWith('.tmp'))
+      .map((e) => relative(this.url, join(e.parentPath, e.name)).split(sep).join('/'))
+      .filter((key) => key.startsWith(prefix))
+      .sort();
+    for (const key of keys) {
+      const file = await stat(join(this.url, key)).catch(() => undefined);
+      if (file) yield { key, size: file.size };
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    await rm(this.urlOf(key), { force: true });
+  }
+}

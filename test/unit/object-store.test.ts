@@ -1,0 +1,149 @@
+// The store contract: the same cases against the local folder store and the S3 store on a real S3-compatible
+// server (versitygw), so that what vidbatch relies on holds for both.
+import { mkdtemp, readdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LocalStore } from '../../src/store/local-store';
+import type { ObjectStore } from '../../src/store/object-store';
+import { parseS3Url } from '../../src/config';
+import { S3Store } from '../../src/store/s3-store';
+import { requireVersitygw, startS3Server, type S3Server } from '../s3-server';
+
+async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const item of items) out.push(item);
+  return out;
+}
+
+async function text(chunks: AsyncIterable<Uint8Array> | undefined): Promise<string | undefined> {
+  if (!chunks) return undefined;
+  const parts: Buffer[] = [];
+  for await (const c of chunks) parts.push(Buffer.from(c));
+  return Buffer.concat(parts).toString('utf8');
+}
+
+function contract(name: string, open: () => Promise<{ store: ObjectStore; restart?: () => Promise<void> }>) {
+  describe(`${name} store`, () => {
+    let store: ObjectStore;
+    let restart: (() => Promise<void>) | undefined;
+    beforeAll(async () => {
+      ({ store, restart } = await open());
+    }, 60_000);
+
+    it('writes whole objects and reads them back, whole, by range, and as a stream', async () => {
+      expect(await store.put('a/one.txt', 'hello, object')).toBe(true);
+      expect(await store.head('a/one.txt')).toMatchObject({ size: 13 });
+      expect((await store.read('a/one.txt', 7, 6))!.toString()).toBe('object');
+      // A range running past the end gives what there is; one starting at or after the end gives nothing.
+      expect((await store.read('a/one.txt', 10, 100))!.toString()).toBe('ect');
+      expect((await store.read('a/one.txt', 13, 5))!.length).toBe(0);
+      expect(await text(await store.stream('a/one.txt'))).toBe('hello, object');
+      // Written again: the new bytes, whole, and a new etag.
+      const before = await store.head('a/one.txt');
+      expect(await store.put('a/one.txt', 'replaced')).toBe(true);
+      expect((await store.read('a/one.txt', 0, 100))!.toString()).toBe('replaced');
+      expect((await store.head('a/one.txt'))!.etag).not.toBe(before!.etag);
+    });
+
+    it('says "none" for a key with no object, never an error', async () => {
+      expect(await store.head('nothing/here')).toBeUndefined();
+      expect(await store.read('nothing/here', 0, 10)).toBeUndefined();
+      expect(await store.stream('nothing/here')).toBeUndefined();
+      await store.delete('nothing/here');
+    });
+
+    it('writes if absent only once: the first writer wins, the object keeps its bytes', async () => {
+      expect(await store.put('cas/x', 'first', { ifAbsent: true })).toBe(true);
+      expect(await store.put('cas/x', 'second', { ifAbsent: true })).toBe(false);
+      expect((await store.read('cas/x', 0, 100))!.toString()).toBe('first');
+      const racers = await Promise.all(
+        Array.from({ length: 8 }, (_, i) => store.put('cas/race', `writer ${i}`, { ifAbsent: true })),
+      );
+      expect(racers.filter(Boolean)).toHaveLength(1);
+    });
+
+    it('uploads from chunks, large ones in parts, and lists keys by prefix in order', async () => {
+      // 12 MiB in 1 MiB chunks: more than one 5 MiB part on S3.
+      const chunk = Buffer.alloc(1 << 20, 'v');
+      await store.upload(
+        'big/video.bin',
+        (async function* () {
+          for (let i = 0; i < 12; i++) yield chunk;
+        })(),
+      );
+      expect((await store.head('big/video.bin'))!.size).toBe(12 << 20);
+      expect((await store.read('big/video.bin', (12 << 20) - 3, 10))!.toString()).toBe('vvv');
+      for (const k of ['list/b', 'list/a', 'list/c/d', 'listx']) await store.put(k, k);
+      expect((await collect(store.list('list/'))).map((o) => o.key)).toEqual([
+        'list/a',
+        'list/b',
+        'list/c/d',
+      ]);
+      expect(await collect(store.list('list/c'))).toEqual([{ key: 'list/c/d', size: 8 }]);
+      expect(await collect(store.list('none/'))).toEqual([]);
+      await store.delete('list/a');
+      expect((await collect(store.list('list/'))).map((o) => o.key)).toEqual(['list/b', 'list/c/d']);
+    });
+
+    it('refuses keys that could leave the store or alias another key', async () => {
+      for (const key of ['', '/abs', 'a/../b', 'a//b', './a', 'a/', 'a\\b'])
+        await expect(store.put(key, 'x'), key).rejects.toThrow(/not a valid object key/);
+      expect(store.keyOf(store.urlOf('inputs/abc.csv'))).toBe('inputs/abc.csv');
+    });
+
+    it('keeps its objects across a restart of the server', async () => {
+      if (!restart) return; // the local store has no server
+      await store.put('kept/across', 'restart');
+      await restart();
+      expect((await store.read('kept/across', 0, 100))!.toString()).toBe('restart');
+    });
+  });
+}
+
+contract('local', async () => {
+  const root = await mkdtemp(join(tmpdir(), 'vidbatch-store-'));
+  return { store: new LocalStore(root) };
+});
+
+describe('the local store leaves no temporary files', () => {
+  it('after writes that succeed and writes that lose', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'vidbatch-store-'));
+    const store = new LocalStore(root);
+    await store.put('k', 'a', { ifAbsent: true });
+    await store.put('k', 'b', { ifAbsent: true });
+    await store.put('k', 'c');
+    expect(await readdir(root)).toEqual(['k']);
+    expect(store.keyOf('/elsewhere/k')).toBeUndefined();
+  });
+});
+
+describe('s3:// settings', () => {
+  it('split into bucket and prefix, and bad ones are refused naming the setting', () => {
+    expect(parseS3Url('s3://my-bucket')).toEqual({ bucket: 'my-bucket', prefix: '' });
+    expect(parseS3Url('s3://my-bucket/team/a/')).toEqual({
+      bucket: 'my-bucket',
+      prefix: 'team/a/',
+    });
+    for (const bad of ['s3://', 's3://ab', 's3://Upper', 'http://x/y', 's3://bucket/a/../b'])
+      expect(() => parseS3Url(bad), bad).toThrow(/^VIDBATCH_STORE must be s3:/);
+  });
+});
+
+const versitygw = requireVersitygw();
+if (versitygw) {
+  let server: S3Server;
+  const stores: S3Store[] = [];
+  afterAll(async () => {
+    for (const s of stores) s.destroy();
+    await server?.stop();
+  });
+  contract('S3 (versitygw)', async () => {
+    server = await startS3Server(versitygw);
+    // As a vidbatch process gets them: the AWS SDK reads its settings from the environment.
+    Object.assign(process.env, server.env);
+    const store = new S3Store(`s3://${server.bucket}/some/prefix`);
+    stores.push(store);
+    return { store, restart: () => server.restart() };
+  });
+}
