@@ -12,6 +12,9 @@ import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { defaultCacheDir } from '../src/dev-server/cli-binary';
 import { required } from './requirements';
 
+// The SDK's notice about later versions needing Node 22 (vidbatch pins its version; src/store/s3-store.ts).
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+
 export const VERSITYGW_VERSION = 'v1.8.0'; // scripts/s3.sh VERSION
 
 /** The versitygw binary: VERSITYGW_PATH, else the cache entry scripts/s3.sh builds. */

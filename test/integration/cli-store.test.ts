@@ -1,0 +1,91 @@
+// Workers that share no folder with the terminal that starts the batch, as on separate machines: `vidbatch
+// server`, two `vidbatch worker`s each in its own folder, and `run --detach` from a third folder, all with one
+// VIDBATCH_STORE on a real S3-compatible server (versitygw). The CSV and its rows travel through the store, so
+// the batch finishes after the starter's CSV is deleted, and the workers never read the starter's folder.
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { writeVbenchCsv } from '../../bench/vbench';
+import { readManifest } from '../../src/results/manifest';
+import { startSimulator } from '../../src/simulator/server';
+import { requireVersitygw, startS3Server } from '../s3-server';
+import { background, vidbatch, FAST_POLL_FLAGS } from './cli-helpers';
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+const versitygw = requireVersitygw();
+describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible store', () => {
+  it('runs a batch on workers in other folders after the starter deleted its CSV', async () => {
+    const s3 = await startS3Server(versitygw!);
+    cleanups.push(() => s3.stop());
+    // Hostile as the spec allows by default: Idempotency-Key ignored.
+    const sim = await startSimulator({ jobSeconds: 1, jobJitterSeconds: 0.5 });
+    cleanups.push(() => sim.close());
+    const root = await mkdtemp(join(tmpdir(), 'vidbatch-store-'));
+    const [serverDir, starterDir, ...workerDirs] = ['server', 'starter', 'worker-a', 'worker-b'].map((d) =>
+      join(root, d),
+    );
+    for (const d of [serverDir!, starterDir!, ...workerDirs]) await mkdir(d);
+
+    const server = background(['server'], { cwd: serverDir! });
+    cleanups.push(() => server.stop());
+    const address = (await server.waitFor(/Temporal gRPC address: (\S+)/))[1]!;
+    const store = `s3://${s3.bucket}/team`;
+    const shared = { TEMPORAL_ADDRESS: address, VIDBATCH_STORE: store, ...s3.env };
+    for (const dir of workerDirs) {
+      // Each worker reads CSVs only under its own folder (VIDBATCH_INPUT_ROOT's default): never the starter's.
+      const worker = background(['worker'], {
+        cwd: dir,
+        env: { ...shared, GATEWAY_BASE_URL: sim.baseUrl, GATEWAY_API_KEY: sim.apiKey },
+      });
+      cleanups.push(() => worker.stop());
+      await worker.waitFor(/vidbatch worker polling task queue/);
+    }
+
+    const csv = join(starterDir!, 'prompts.csv');
+    await writeVbenchCsv(csv, 24, 'all_dimension', 7);
+    // The starter holds no gateway key: it validates, puts the CSV in the store and starts the batch.
+    const started = await vidbatch(['run', 'prompts.csv', '--detach', ...FAST_POLL_FLAGS], {
+      cwd: starterDir!,
+      env: shared,
+    });
+    expect(started.code, started.stderr).toBe(0);
+    expect(started.stderr).not.toMatch(/Warning/);
+    const batchId = /Started batch (batch-[0-9a-f]{16})/.exec(started.stderr)![1]!;
+    await rm(csv);
+
+    const watched = await vidbatch(['watch', batchId], { cwd: starterDir!, env: shared });
+    expect(watched.code, watched.stderr).toBe(0);
+    expect(watched.stdout).toContain(`${batchId}: 24 succeeded, 0 failed of 24`);
+    expect(sim.stats().jobsCreated).toBe(24);
+
+    // In the bucket, under the prefix: the CSV by its sha256 and its rows file; in no worker's folder.
+    const client = new S3Client({
+      region: s3.env.AWS_REGION,
+      endpoint: s3.endpoint,
+      forcePathStyle: true,
+      credentials: { accessKeyId: s3.env.AWS_ACCESS_KEY_ID!, secretAccessKey: s3.env.AWS_SECRET_ACCESS_KEY! },
+    });
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: s3.bucket, Prefix: 'team/' }));
+    client.destroy();
+    const keys = (listed.Contents ?? []).map((o) => o.Key!);
+    expect(keys.filter((k) => /^team\/inputs\/[0-9a-f]{64}\.csv$/.test(k))).toHaveLength(1);
+    expect(keys.filter((k) => /^team\/\.rows\/[0-9a-f]{32}-plain\.jsonl$/.test(k))).toHaveLength(1);
+    for (const dir of workerDirs) expect(existsSync(join(dir, 'out', '.rows'))).toBe(false);
+    // Each row recorded once across the workers' results (which still live in each worker's out root).
+    const rows = new Map<string, number>();
+    for (const dir of workerDirs) {
+      const manifest = join(dir, 'out', batchId, 'manifest.jsonl');
+      if (!existsSync(manifest)) continue;
+      for (const r of await readManifest(manifest)) rows.set(r.rowId, (rows.get(r.rowId) ?? 0) + 1);
+    }
+    expect(rows.size).toBe(24);
+    expect([...rows.values()].every((n) => n === 1)).toBe(true);
+  }, 240_000);
+});
