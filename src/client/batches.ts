@@ -20,7 +20,7 @@ import { loadWorkerSettings } from '../config';
 import { ConfigError, OtherVersionBatchError, UnservedBatchError } from '../errors';
 import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
 import { rowsFileKey, writeRowsFile } from '../input/rows-file';
-import { putInput } from '../store/inputs';
+import { putInput, sourceName, type CsvSource } from '../store/inputs';
 import { LocalStore } from '../store/local-store';
 import { openStore } from '../store/open-store';
 import { failedRowsCsv, retryCsvPath, type LeftOut } from '../results/export';
@@ -161,13 +161,16 @@ export interface StartedBatch {
 /** Validates the CSV (nothing is submitted from a file with errors), then starts its batch or attaches to it. */
 export async function startBatch(
   session: Session,
-  csvPath: string,
+  /** A file, or (with VIDBATCH_STORE) an object the caller opened and parsed. */
+  source: CsvSource,
   options: StartBatchOptions = {},
   /** The file already parsed and validated by the caller, so it is not read twice. */
   parsed?: ParsedCsv,
   log: (message: string) => void = (m) => console.error(m),
 ): Promise<StartedBatch> {
-  const csv = parsed ?? (await loadValidCsv(csvPath));
+  if (!parsed && typeof source !== 'string') throw new Error('startBatch: an object source comes parsed');
+  const csv = parsed ?? (await loadValidCsv(source as string));
+  const csvPath = sourceName(source, resolve);
   const batchId = batchIdFor(csv);
   const { retryOf, priorOutDir, ...rest } = options;
   const previous = await session.client.workflow
@@ -228,11 +231,13 @@ export async function startBatch(
   // Workers read the rows by position from the rows file (input/rows-file.ts); one that finds it missing writes
   // it from the CSV. With a shared store (VIDBATCH_STORE), the CSV goes there too and the batch names it by URL,
   // so workers need nothing of this machine's; else the rows file goes beside the batch's folder.
-  let csvRef = resolve(csvPath);
+  let csvRef = csvPath;
   if (!attached) {
     const { outRoot, store: storeUrl } = loadWorkerSettings();
     const shared = storeUrl ? await openStore(storeUrl, outRoot) : undefined;
-    if (shared) csvRef = await putInput(shared, csvPath, csv.sha256);
+    if (shared) csvRef = await putInput(shared, source, csv.sha256);
+    else if (typeof source !== 'string')
+      throw new ConfigError(`${csvPath}: a CSV in a bucket needs VIDBATCH_STORE`);
     const store = shared ?? new LocalStore(dirname(resolve(batchOptions.outDir ?? join(outRoot, batchId))));
     const key = rowsFileKey(csv.sha256, batchOptions.enhance);
     await writeRowsFile(store, key, csv.sha256, csv.rows, batchOptions.enhance).catch((err: Error) =>
@@ -260,13 +265,13 @@ export async function startBatch(
         { key: BatchIdAttr, value: batchId },
         { key: StateAttr, value: 'running' },
       ],
-      staticSummary: `vidbatch: ${csv.rows.length} prompts from ${csvPath}`,
+      staticSummary: `vidbatch: ${csv.rows.length} prompts from ${typeof source === 'string' ? source : source.url}`,
       staticDetails:
-        `**CSV:** ${resolve(csvPath)}\n\n**sha256:** ${csv.sha256}\n\n**Window:** ${batchOptions.concurrency} prompts` +
+        `**CSV:** ${csvPath}\n\n**sha256:** ${csv.sha256}\n\n**Window:** ${batchOptions.concurrency} prompts` +
         (retryOf ? `\n\n**Retries the failed rows of:** ${retryOf}` : ''),
-      memo: { csvPath: resolve(csvPath), ...(retryOf ? { retryOf } : {}) },
+      memo: { csvPath, ...(retryOf ? { retryOf } : {}) },
     });
-    if (!attached) await sayOlderBatchesOf(session, resolve(csvPath), batchId, log);
+    if (!attached) await sayOlderBatchesOf(session, csvPath, batchId, log);
     return { handle, batchId, attached };
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;

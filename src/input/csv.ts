@@ -369,16 +369,26 @@ export async function csvFileSha256(path: string): Promise<string> {
   return hash.digest();
 }
 
-/** The sha256 loadCsv gives a CSV, fed its bytes in order (chunks of at least 3 bytes, but the last). */
+/** The sha256 loadCsv gives a CSV (of its bytes without a UTF-8 byte-order mark), fed its bytes in order. */
 export function csvHash(): { update(chunk: Buffer): void; digest(): string } {
   const hash = createHash('sha256');
-  let first = true;
+  // The first 3 bytes are held until known, so a mark split across chunks is still left out.
+  let head: Buffer | undefined = Buffer.alloc(0);
+  const flushHead = () => {
+    if (!head) return;
+    hash.update(UTF8_BOM.equals(head.subarray(0, 3)) ? head.subarray(3) : head);
+    head = undefined;
+  };
   return {
     update(chunk) {
-      hash.update(first && UTF8_BOM.equals(chunk.subarray(0, 3)) ? chunk.subarray(3) : chunk);
-      first = false;
+      if (!head) return void hash.update(chunk);
+      head = Buffer.concat([head, chunk]);
+      if (head.length >= 3) flushHead();
     },
-    digest: () => hash.digest('hex'),
+    digest: () => {
+      flushHead();
+      return hash.digest('hex');
+    },
   };
 }
 

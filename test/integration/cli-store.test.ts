@@ -3,10 +3,10 @@
 // VIDBATCH_STORE on a real S3-compatible server (versitygw). The CSV and its rows travel through the store, so
 // the batch finishes after the starter's CSV is deleted, and the workers never read the starter's folder.
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { writeVbenchCsv } from '../../bench/vbench';
 import { readManifest } from '../../src/results/manifest';
@@ -72,12 +72,33 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
       forcePathStyle: true,
       credentials: { accessKeyId: s3.env.AWS_ACCESS_KEY_ID!, secretAccessKey: s3.env.AWS_SECRET_ACCESS_KEY! },
     });
-    const listed = await client.send(new ListObjectsV2Command({ Bucket: s3.bucket, Prefix: 'team/' }));
-    client.destroy();
-    const keys = (listed.Contents ?? []).map((o) => o.Key!);
+    const keysUnder = async (prefix: string) =>
+      (
+        (await client.send(new ListObjectsV2Command({ Bucket: s3.bucket, Prefix: prefix }))).Contents ?? []
+      ).map((o) => o.Key!);
+    cleanups.push(async () => client.destroy());
+    const keys = await keysUnder('team/');
     expect(keys.filter((k) => /^team\/inputs\/[0-9a-f]{64}\.csv$/.test(k))).toHaveLength(1);
     expect(keys.filter((k) => /^team\/\.rows\/[0-9a-f]{32}-plain\.jsonl$/.test(k))).toHaveLength(1);
     for (const dir of workerDirs) expect(existsSync(join(dir, 'out', '.rows'))).toBe(false);
+
+    // A CSV that is itself in a bucket: validated as it streams, copied into the store, run the same way.
+    const inBucket = join(root, 'from-bucket.csv');
+    await writeVbenchCsv(inBucket, 6, 'all_dimension', 99);
+    await client.send(
+      new PutObjectCommand({
+        Bucket: s3.bucket,
+        Key: 'uploads/from-bucket.csv',
+        Body: await readFile(inBucket),
+      }),
+    );
+    const second = await vidbatch(['run', `s3://${s3.bucket}/uploads/from-bucket.csv`, ...FAST_POLL_FLAGS], {
+      cwd: starterDir!,
+      env: shared,
+    });
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toMatch(/6 succeeded, 0 failed of 6/);
+    expect(sim.stats().jobsCreated).toBe(30);
     // Each row recorded once across the workers' results (which still live in each worker's out root).
     const rows = new Map<string, number>();
     for (const dir of workerDirs) {
@@ -87,5 +108,40 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     }
     expect(rows.size).toBe(24);
     expect([...rows.values()].every((n) => n === 1)).toBe(true);
+    expect((await keysUnder('team/inputs/')).length).toBe(2);
   }, 240_000);
+
+  it('refuses a CSV in a bucket that is missing, has errors, or comes without VIDBATCH_STORE, submitting nothing', async () => {
+    const s3 = await startS3Server(versitygw!);
+    cleanups.push(() => s3.stop());
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-store-bad-'));
+    const env = { VIDBATCH_STORE: `s3://${s3.bucket}`, ...s3.env };
+    const client = new S3Client({
+      region: s3.env.AWS_REGION,
+      endpoint: s3.endpoint,
+      forcePathStyle: true,
+      credentials: { accessKeyId: s3.env.AWS_ACCESS_KEY_ID!, secretAccessKey: s3.env.AWS_SECRET_ACCESS_KEY! },
+    });
+    cleanups.push(async () => client.destroy());
+    await client.send(
+      new PutObjectCommand({
+        Bucket: s3.bucket,
+        Key: 'bad.csv',
+        Body: 'prompt,duration\na cat,5\na dog,eleven\n',
+      }),
+    );
+    const url = `s3://${s3.bucket}`;
+    const missing = await vidbatch(['run', `${url}/nothing.csv`, '--detach'], { cwd: dir, env });
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain(`${url}/nothing.csv: no such object`);
+    const bad = await vidbatch(['run', `${url}/bad.csv`, '--detach'], { cwd: dir, env });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(new RegExp(`${url}/bad\\.csv:3.*duration`));
+    const unset = await vidbatch(['run', `${url}/bad.csv`, '--detach'], { cwd: dir, env: { ...s3.env } });
+    expect(unset.code).toBe(2);
+    expect(unset.stderr).toMatch(/needs VIDBATCH_STORE/);
+    // Nothing started: no batch's input was put in the store.
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: s3.bucket, Prefix: 'inputs/' }));
+    expect(listed.Contents ?? []).toEqual([]);
+  });
 });

@@ -189,7 +189,17 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
   const prices = await pricesFrom(o);
   const enhance = await enhanceFrom(o);
   // Let go once the batch has started (below): a batch of any size is followed in little memory.
-  let parsed: Awaited<ReturnType<typeof loadCsv>> | undefined = await loadCsv(csvPath);
+  const { isStoreUrl } = await import('../../store/open-store');
+  let source: import('../../store/inputs').CsvSource = csvPath;
+  let parsed: Awaited<ReturnType<typeof loadCsv>> | undefined;
+  if (isStoreUrl(csvPath)) {
+    // Validated as it streams from the bucket; copied into the store when the batch starts.
+    const [{ openCsvUrl }, { loadWorkerSettings }] = await Promise.all([
+      import('../../store/inputs'),
+      import('../../config'),
+    ]);
+    ({ source, csv: parsed } = await openCsvUrl(csvPath, loadWorkerSettings().store).catch(fail));
+  } else parsed = await loadCsv(csvPath);
   if (parsed.problems.length) fail(new CsvValidationError(parsed.problems));
   const reviewed = parsed.rows.filter((r) => r.originalPrompt !== undefined).length;
   if (enhance && reviewed)
@@ -210,7 +220,7 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
   // An in-process worker may read this CSV wherever it is, and write where this command was told to (videos
   // without --download go beside the manifest, under the out root).
   const allow = {
-    input: [dirname(resolve(csvPath))],
+    input: isStoreUrl(csvPath) ? [] : [dirname(resolve(csvPath))],
     out: o.outRoot ? [resolve(o.outRoot as string)] : [],
     download: typeof o.download === 'string' ? [resolve(o.download)] : [],
   };
@@ -221,7 +231,7 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
       start: () =>
         startBatch(
           session,
-          csvPath,
+          source,
           { ...batchOptionsFrom(o), ...(enhance ? { enhance } : {}) },
           parsed,
         ).finally(() => (parsed = undefined)),
