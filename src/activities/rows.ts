@@ -13,7 +13,7 @@ import { PathNotAllowedError } from '../errors';
 import { LocalStore } from '../store/local-store';
 import { isStoreUrl } from '../store/open-store';
 import type { ObjectStore } from '../store/object-store';
-import type { PageRow, PriorOutcome, PromptRow } from '../contract/rows';
+import type { PageRow, PriorOutcome } from '../contract/rows';
 import { FolderPrior, mergePrior } from '../results/prior';
 import { priorFromIndex, RequestIndex, type RequestSource } from '../results/request-index';
 import { allowedFile, allowedPath, type PathRoots } from './paths';

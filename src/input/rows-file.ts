@@ -45,7 +45,7 @@ export async function writeRowsFile(
   const header: RowsHeader = { vidbatchRows: 1, csvSha256, rows: rows.length };
   const requestKey = requestKeyer(enhance);
   // A megabyte of lines per chunk: an upload in parts, never the whole file as one string.
-  async function* lines() {
+  function* lines() {
     let chunk = JSON.stringify(header) + '\n';
     for (const row of rows) {
       chunk += JSON.stringify({ ...row, request: requestKey(row) }) + '\n';

@@ -69,7 +69,10 @@ export class LocalStore implements ObjectStore {
     return this.write(key, Readable.from([body]), options.ifAbsent ?? false);
   }
 
-  async upload(key: string, body: AsyncIterable<Uint8Array | string>): Promise<void> {
+  async upload(
+    key: string,
+    body: AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>,
+  ): Promise<void> {
     await this.write(key, Readable.from(body), false);
   }
 

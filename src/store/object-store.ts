@@ -32,7 +32,7 @@ export interface ObjectStore {
   /** Writes the object whole from chunks, however large (a multipart upload on S3). */
   upload(
     key: string,
-    body: AsyncIterable<Uint8Array | string>,
+    body: AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>,
     options?: { contentType?: string },
   ): Promise<void>;
   /** Keys starting with `prefix`, in key order. */

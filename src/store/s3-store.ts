@@ -123,7 +123,7 @@ export class S3Store implements ObjectStore {
 
   async upload(
     key: string,
-    body: AsyncIterable<Uint8Array | string>,
+    body: AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>,
     options: { contentType?: string } = {},
   ): Promise<void> {
     await new Upload({

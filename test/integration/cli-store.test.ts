@@ -76,7 +76,7 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
       (
         (await client.send(new ListObjectsV2Command({ Bucket: s3.bucket, Prefix: prefix }))).Contents ?? []
       ).map((o) => o.Key!);
-    cleanups.push(async () => client.destroy());
+    cleanups.push(() => Promise.resolve(client.destroy()));
     const keys = await keysUnder('team/');
     expect(keys.filter((k) => /^team\/inputs\/[0-9a-f]{64}\.csv$/.test(k))).toHaveLength(1);
     expect(keys.filter((k) => /^team\/\.rows\/[0-9a-f]{32}-plain\.jsonl$/.test(k))).toHaveLength(1);
@@ -122,7 +122,7 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
       forcePathStyle: true,
       credentials: { accessKeyId: s3.env.AWS_ACCESS_KEY_ID!, secretAccessKey: s3.env.AWS_SECRET_ACCESS_KEY! },
     });
-    cleanups.push(async () => client.destroy());
+    cleanups.push(() => Promise.resolve(client.destroy()));
     await client.send(
       new PutObjectCommand({
         Bucket: s3.bucket,

@@ -68,7 +68,7 @@ function contract(name: string, open: () => Promise<{ store: ObjectStore; restar
       const chunk = Buffer.alloc(1 << 20, 'v');
       await store.upload(
         'big/video.bin',
-        (async function* () {
+        (function* () {
           for (let i = 0; i < 12; i++) yield chunk;
         })(),
       );
