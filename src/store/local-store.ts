@@ -98,7 +98,7 @@ export class LocalStore implements ObjectStore {
     }
   }
 
-  async *list(prefix: string): AsyncIterable<{ key: string; size: number }> {
+  async *list(prefix: string, startAfter = ''): AsyncIterable<{ key: string; size: number }> {
     // The folder the prefix's last whole part names; the rest of the prefix filters its files.
     const cut = prefix.lastIndexOf('/');
     const dir = cut === -1 ? '' : prefix.slice(0, cut);
@@ -110,7 +110,7 @@ export class LocalStore implements ObjectStore {
     const keys = entries
       .filter((e) => e.isFile() && !e.name.endsWith('.tmp'))
       .map((e) => relative(this.url, join(e.parentPath, e.name)).split(sep).join('/'))
-      .filter((key) => key.startsWith(prefix))
+      .filter((key) => key.startsWith(prefix) && key > startAfter)
       .sort();
     for (const key of keys) {
       const file = await stat(join(this.url, key)).catch(() => undefined);

@@ -35,8 +35,8 @@ export interface ObjectStore {
     body: AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>,
     options?: { contentType?: string },
   ): Promise<void>;
-  /** Keys starting with `prefix`, in key order. */
-  list(prefix: string): AsyncIterable<{ key: string; size: number }>;
+  /** Keys starting with `prefix`, in key order; with `startAfter`, only the keys after it. */
+  list(prefix: string, startAfter?: string): AsyncIterable<{ key: string; size: number }>;
   delete(key: string): Promise<void>;
 }
 

@@ -137,14 +137,18 @@ export class S3Store implements ObjectStore {
     }).done();
   }
 
-  async *list(prefix: string): AsyncIterable<{ key: string; size: number }> {
+  async *list(prefix: string, startAfter?: string): AsyncIterable<{ key: string; size: number }> {
     let token: string | undefined;
     do {
       const out = await this.client.send(
         new ListObjectsV2Command({
           Bucket: this.bucket,
           Prefix: this.prefix + prefix,
-          ...(token ? { ContinuationToken: token } : {}),
+          ...(token
+            ? { ContinuationToken: token }
+            : startAfter
+              ? { StartAfter: this.prefix + startAfter }
+              : {}),
         }),
       );
       for (const o of out.Contents ?? [])
