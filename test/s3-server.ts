@@ -47,7 +47,8 @@ export interface S3Server {
   bucket: string;
   /** The AWS SDK settings a vidbatch process needs to reach the bucket. */
   env: Record<string, string>;
-  restart(): Promise<void>;
+  /** Stops the server, keeps it down `downMs`, and starts it again on the same port and folder. */
+  restart(downMs?: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -117,8 +118,9 @@ export async function startS3Server(binary: string, bucket = 'vidbatch-test'): P
     endpoint,
     bucket,
     env,
-    restart: async () => {
+    restart: async (downMs = 0) => {
       await stop();
+      await new Promise((r) => setTimeout(r, downMs));
       await start();
     },
     stop,

@@ -10,14 +10,55 @@ import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/clien
 import { afterEach, describe, expect, it } from 'vitest';
 import { writeVbenchCsv } from '../../bench/vbench';
 import { readManifest } from '../../src/results/manifest';
-import { startSimulator } from '../../src/simulator/server';
-import { requireVersitygw, startS3Server } from '../s3-server';
+import type { PromptResult } from '../../src/contract/prompt';
+import { startSimulator, type Simulator } from '../../src/simulator/server';
+import { requireVersitygw, startS3Server, type S3Server } from '../s3-server';
 import { background, vidbatch, FAST_POLL_FLAGS } from './cli-helpers';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
+
+/**
+ * `vidbatch server` in one folder, two `vidbatch worker`s each in its own folder, and a starter's folder, all
+ * with one VIDBATCH_STORE: machines that share nothing but Temporal, the store and the gateway key.
+ */
+async function threeMachines(s3: S3Server, sim: Simulator) {
+  const root = await mkdtemp(join(tmpdir(), 'vidbatch-store-'));
+  const [serverDir, starterDir, ...workerDirs] = ['server', 'starter', 'worker-a', 'worker-b'].map((d) =>
+    join(root, d),
+  );
+  for (const d of [serverDir!, starterDir!, ...workerDirs]) await mkdir(d);
+  const server = background(['server'], { cwd: serverDir! });
+  cleanups.push(() => server.stop());
+  const address = (await server.waitFor(/Temporal gRPC address: (\S+)/))[1]!;
+  const shared = { TEMPORAL_ADDRESS: address, VIDBATCH_STORE: `s3://${s3.bucket}/team`, ...s3.env };
+  const startWorker = async (dir: string) => {
+    // Each worker reads CSVs only under its own folder (VIDBATCH_INPUT_ROOT's default): never the starter's.
+    const worker = background(['worker'], {
+      cwd: dir,
+      env: { ...shared, GATEWAY_BASE_URL: sim.baseUrl, GATEWAY_API_KEY: sim.apiKey },
+    });
+    cleanups.push(() => worker.stop());
+    await worker.waitFor(/vidbatch worker polling task queue/);
+    return worker;
+  };
+  const workers = [];
+  for (const dir of workerDirs) workers.push(await startWorker(dir));
+  return { root, starterDir: starterDir!, workerDirs, shared, workers, startWorker };
+}
+
+/** Each row's final state across the workers' manifests (which still live in each worker's out root). */
+async function recordedRows(workerDirs: string[], batchId: string) {
+  const rows = new Map<string, PromptResult[]>();
+  for (const dir of workerDirs) {
+    const manifest = join(dir, 'out', batchId, 'manifest.jsonl');
+    if (!existsSync(manifest)) continue;
+    for (const r of await readManifest(manifest)) rows.set(r.rowId, [...(rows.get(r.rowId) ?? []), r]);
+  }
+  return rows;
+}
 
 const versitygw = requireVersitygw();
 describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible store', () => {
@@ -27,26 +68,7 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     // Hostile as the spec allows by default: Idempotency-Key ignored.
     const sim = await startSimulator({ jobSeconds: 1, jobJitterSeconds: 0.5 });
     cleanups.push(() => sim.close());
-    const root = await mkdtemp(join(tmpdir(), 'vidbatch-store-'));
-    const [serverDir, starterDir, ...workerDirs] = ['server', 'starter', 'worker-a', 'worker-b'].map((d) =>
-      join(root, d),
-    );
-    for (const d of [serverDir!, starterDir!, ...workerDirs]) await mkdir(d);
-
-    const server = background(['server'], { cwd: serverDir! });
-    cleanups.push(() => server.stop());
-    const address = (await server.waitFor(/Temporal gRPC address: (\S+)/))[1]!;
-    const store = `s3://${s3.bucket}/team`;
-    const shared = { TEMPORAL_ADDRESS: address, VIDBATCH_STORE: store, ...s3.env };
-    for (const dir of workerDirs) {
-      // Each worker reads CSVs only under its own folder (VIDBATCH_INPUT_ROOT's default): never the starter's.
-      const worker = background(['worker'], {
-        cwd: dir,
-        env: { ...shared, GATEWAY_BASE_URL: sim.baseUrl, GATEWAY_API_KEY: sim.apiKey },
-      });
-      cleanups.push(() => worker.stop());
-      await worker.waitFor(/vidbatch worker polling task queue/);
-    }
+    const { root, starterDir, workerDirs, shared } = await threeMachines(s3, sim);
 
     const csv = join(starterDir!, 'prompts.csv');
     await writeVbenchCsv(csv, 24, 'all_dimension', 7);
@@ -99,17 +121,60 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     expect(second.code, second.stderr).toBe(0);
     expect(second.stdout).toMatch(/6 succeeded, 0 failed of 6/);
     expect(sim.stats().jobsCreated).toBe(30);
-    // Each row recorded once across the workers' results (which still live in each worker's out root).
-    const rows = new Map<string, number>();
-    for (const dir of workerDirs) {
-      const manifest = join(dir, 'out', batchId, 'manifest.jsonl');
-      if (!existsSync(manifest)) continue;
-      for (const r of await readManifest(manifest)) rows.set(r.rowId, (rows.get(r.rowId) ?? 0) + 1);
-    }
+    // Each row recorded once across the workers' results.
+    const rows = await recordedRows(workerDirs, batchId);
     expect(rows.size).toBe(24);
-    expect([...rows.values()].every((n) => n === 1)).toBe(true);
+    expect([...rows.values()].every((r) => r.length === 1)).toBe(true);
     expect((await keysUnder('team/inputs/')).length).toBe(2);
   }, 240_000);
+
+  it('finishes every row once through an object-store outage and a SIGKILLed worker', async () => {
+    const s3 = await startS3Server(versitygw!);
+    cleanups.push(() => s3.stop());
+    const sim = await startSimulator({ jobSeconds: 2, jobJitterSeconds: 1 });
+    cleanups.push(() => sim.close());
+    const { starterDir, workerDirs, shared, workers, startWorker } = await threeMachines(s3, sim);
+    await writeVbenchCsv(join(starterDir, 'prompts.csv'), 60, 'all_dimension', 3);
+    // Small pages and window: the batch reads rows from the store all through the run, outage included.
+    const started = await vidbatch(
+      ['run', 'prompts.csv', '--detach', '--page-size', '5', '--concurrency', '6', ...FAST_POLL_FLAGS],
+      { cwd: starterDir, env: shared },
+    );
+    expect(started.code, started.stderr).toBe(0);
+    const batchId = /Started batch (batch-[0-9a-f]{16})/.exec(started.stderr)![1]!;
+    const jobsPast = async (n: number) => {
+      const since = Date.now();
+      while (sim.stats().jobsCreated <= n) await new Promise((r) => setTimeout(r, 100));
+      return Date.now() - since;
+    };
+
+    await jobsPast(10);
+    // The object server down for 5 s, then back with its objects: pages are read again once it answers.
+    const beforeOutage = sim.stats().jobsCreated;
+    await s3.restart(5_000);
+    const duringOutage = sim.stats().jobsCreated - beforeOutage;
+    const afterOutage = await jobsPast(sim.stats().jobsCreated);
+    await jobsPast(25);
+    // One worker killed without a chance to finish anything, and started again in its folder.
+    workers[0]!.child.kill('SIGKILL');
+    await workers[0]!.done;
+    const killedAt = sim.stats().jobsCreated;
+    await startWorker(workerDirs[0]!);
+    const afterKill = await jobsPast(killedAt);
+    console.log(
+      `store outage: ${duringOutage} jobs made in the 5 s it was down (rows already read), the next ${afterOutage} ms after it was back; SIGKILL: next job ${afterKill} ms after the new worker polled`,
+    );
+
+    const watched = await vidbatch(['watch', batchId], { cwd: starterDir, env: shared });
+    expect(watched.code, watched.stderr).toBe(0);
+    expect(watched.stdout).toContain(`${batchId}: 60 succeeded, 0 failed of 60`);
+    const rows = await recordedRows(workerDirs, batchId);
+    expect(rows.size).toBe(60);
+    // A row whose submit was cut by the kill counts it as unknown (it may have been billed twice, and says so);
+    // no other row paid twice.
+    const flagged = [...rows.values()].filter((r) => (r[0]!.unknownSubmits ?? 0) > 0).length;
+    expect(sim.stats().jobsCreated).toBeLessThanOrEqual(60 + flagged);
+  }, 300_000);
 
   it('refuses a CSV in a bucket that is missing, has errors, or comes without VIDBATCH_STORE, submitting nothing', async () => {
     const s3 = await startS3Server(versitygw!);
