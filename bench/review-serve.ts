@@ -25,7 +25,10 @@ const record = (done: PromptRow[]) =>
   appendFile(manifestPath, done.map((r) => JSON.stringify(succeeded(r, at))).join('\n') + '\n');
 await record(csv.rows.slice(0, rows / 2));
 
-const server = await serveReview({ batchId: 'batch-00000000000000be', outDir, manifestPath, csvPath }, 0);
+const server = await serveReview(
+  { batchId: 'batch-00000000000000be', outDir, pageDir: outDir, manifestPath, csvPath },
+  0,
+);
 const get = async (path: string) => {
   const started = performance.now();
   const res = await fetch(new URL(path, server.url));

@@ -144,21 +144,23 @@ export function loadWorkerSettings(
     throw new ConfigError(
       `VIDBATCH_SHUTDOWN_GRACE_MS must be a number of milliseconds >= 0, got "${graceText}"`,
     );
+  const store = loadStoreSetting(env);
   return {
     outRoot: out,
     roots: {
       input: [resolve(cwd, env.VIDBATCH_INPUT_ROOT || '.'), out],
-      out: [out],
+      // Batches started with VIDBATCH_STORE keep their results in it.
+      out: store ? [out, store] : [out],
       download: [resolve(cwd, env.VIDBATCH_DOWNLOAD_ROOT || out)],
     },
     shutdownGraceMs,
     readyFile: env.VIDBATCH_READY_FILE ? resolve(cwd, env.VIDBATCH_READY_FILE) : undefined,
-    store: storeSetting(env),
+    store,
   };
 }
 
 /** VIDBATCH_STORE checked now, so a bad one stops the process at start with the reason. */
-function storeSetting(env: NodeJS.ProcessEnv): string | undefined {
+export function loadStoreSetting(env: NodeJS.ProcessEnv = process.env): string | undefined {
   const url = env.VIDBATCH_STORE?.trim();
   if (!url) return undefined;
   parseS3Url(url);

@@ -18,6 +18,7 @@ import {
 } from '../gateway/errors';
 import { readRewrite, writeRewrite } from '../results/enhance-cache';
 import { attemptWindow, countGatewayError } from './jobs';
+import { isStoreUrl } from '../store/store-url';
 import { allowedPath, type PathRoots } from './paths';
 import { notSent, toFailure } from './to-failure';
 
@@ -81,7 +82,9 @@ export function createEnhanceActivities(gateway: GatewayClient, outRoot = 'out',
     async enhancePrompt(input: EnhanceInput): Promise<EnhanceResult> {
       const { enhance, prompt, rowId } = input;
       const ctx = Context.current();
-      const root = dirname(await allowedPath(input.outDir ?? resolve(outRoot, input.batchId), 'out', roots));
+      const dir = await allowedPath(input.outDir ?? resolve(outRoot, input.batchId), 'out', roots);
+      // Kept rewrites live in an output root's folder; a batch whose results are in the store uses this worker's.
+      const root = isStoreUrl(dir) ? await allowedPath(outRoot, 'out', roots) : dirname(dir);
       const kept = await readRewrite(root, enhance, prompt);
       if (kept) return { enhanced: kept.enhanced, cached: true };
       const { holdMs, sendBy } = attemptWindow(Date.now(), gateway.timeoutMs);

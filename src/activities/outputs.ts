@@ -9,6 +9,7 @@ import { DownloadError } from '../errors';
 import { downloadVerified } from '../results/download';
 import { appendResults, manifestPath } from '../results/manifest';
 import { askedOf, verifyVideo } from '../results/verify-video';
+import { isStoreUrl } from '../store/store-url';
 import { allowedFile, allowedPath, type PathRoots } from './paths';
 import { downloadFailed } from './to-failure';
 
@@ -34,7 +35,13 @@ export async function fetchVideo(
     const target =
       dir !== undefined
         ? await allowedFile(dir, name, 'download', roots)
-        : await allowedFile(outDir ?? resolve(outRoot, batchId!), name, 'out', roots);
+        : await allowedFile(
+            // A batch whose results are in the store keeps its videos in this worker's out root.
+            outDir !== undefined && !isStoreUrl(outDir) ? outDir : resolve(outRoot, batchId!),
+            name,
+            'out',
+            roots,
+          );
     const { file, sha256, bytes } = await downloadVerified(url, dirname(target), basename(target), {
       signal,
       ...(maxBytes !== undefined ? { maxBytes } : {}),

@@ -4,6 +4,8 @@
 import { realpath } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { PathNotAllowedError } from '../errors';
+import { checkKey } from '../store/object-store';
+import { isStoreUrl, joinStorePath } from '../store/store-url';
 import { pathNotAllowed } from './to-failure';
 
 /** The folders a worker may use, each kind a list (a file is allowed when it is under any of them). */
@@ -55,8 +57,19 @@ export function isWithin(path: string, root: string): boolean {
  * otherwise (absolute paths elsewhere, `..`, symlinks pointing out of the root).
  */
 export async function confine(path: string, kind: RootKind, roots: PathRoots): Promise<string> {
+  if (isStoreUrl(path)) {
+    // A URL into a store root (VIDBATCH_STORE): under it, with no part that could climb out or alias.
+    for (const root of roots[kind].filter(isStoreUrl))
+      if (
+        path.startsWith(`${root.replace(/\/+$/, '')}/`) &&
+        validKey(path.slice(root.length).replace(/^\//, ''))
+      )
+        return path;
+    throw new PathNotAllowedError(path, roots[kind].filter(isStoreUrl), 'VIDBATCH_STORE');
+  }
   const real = await realPathOf(path);
-  for (const root of roots[kind]) if (isWithin(real, await realPathOf(root))) return real;
+  for (const root of roots[kind].filter((r) => !isStoreUrl(r)))
+    if (isWithin(real, await realPathOf(root))) return real;
   throw new PathNotAllowedError(path, roots[kind], ROOT_ENV[kind]);
 }
 
@@ -72,7 +85,16 @@ export async function confineFile(
 ): Promise<string> {
   if (!name || name !== basename(name) || name === '.' || name === '..' || name.includes('\0'))
     throw new PathNotAllowedError(join(dir, name), roots[kind], ROOT_ENV[kind]);
-  return confine(join(dir, name), kind, roots);
+  return confine(isStoreUrl(dir) ? joinStorePath(dir, name) : join(dir, name), kind, roots);
+}
+
+function validKey(key: string): boolean {
+  try {
+    checkKey(key);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -84,7 +106,7 @@ export async function allowedPath(
   kind: RootKind,
   roots: PathRoots | undefined,
 ): Promise<string> {
-  if (!roots) return resolve(path);
+  if (!roots) return isStoreUrl(path) ? path : resolve(path);
   return confine(path, kind, roots).catch((err: unknown) => {
     throw err instanceof PathNotAllowedError ? pathNotAllowed(err) : err;
   });

@@ -11,7 +11,7 @@ import { csvFileSha256, loadCsv, loadCsvFrom, type ParsedCsv } from '../input/cs
 import { RowsFileReader, rowsFileKey, writeRowsFile } from '../input/rows-file';
 import { PathNotAllowedError } from '../errors';
 import { LocalStore } from '../store/local-store';
-import { isStoreUrl } from '../store/open-store';
+import { isStoreUrl } from '../store/store-url';
 import type { ObjectStore } from '../store/object-store';
 import type { PageRow, PriorOutcome } from '../contract/rows';
 import { FolderPrior, mergePrior } from '../results/prior';
@@ -199,7 +199,11 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots, store?: 
       const original = input.priorOutDir
         ? await folder(await allowedPath(input.priorOutDir, 'out', roots)).refresh()
         : undefined;
-      const index = input.reuse ? await indexOf(dirname(ownDir)).refresh(input.batchId) : undefined;
+      // The request index reads an output root's folders; a batch whose results are in the store has none yet.
+      const index =
+        input.reuse && !isStoreUrl(ownDir)
+          ? await indexOf(dirname(ownDir)).refresh(input.batchId)
+          : undefined;
       const page: PageRow[] = [];
       for (const row of rows) {
         let prior = mergePrior(own.get(row.id), original?.get(row.id, false));

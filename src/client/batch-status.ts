@@ -17,6 +17,7 @@ import { manifestPath as manifestIn, summarizeManifest, type ManifestSummary } f
 import type { Prices } from '../results/prices';
 import { batchHandle, checkSameVersion, getProgress } from './batches';
 import { previousInput } from './rerun';
+import { isStoreUrl } from '../store/store-url';
 
 export const PROMPT_STATES = ['submitting', 'running', 'blocked', 'succeeded', 'failed'] as const;
 
@@ -193,5 +194,16 @@ export async function findManifest(client: Client, batchId: string, outRoot = 'o
       : state === 'RUNNING'
         ? (await getProgress(handle))?.manifestPath
         : undefined;
-  return known || resolve(manifestIn(join(outRoot, batchId)));
+  if (known) return known;
+  // A batch that kept its results in the store says where in its input.
+  const outDir = (await previousInput(client, batchId))?.options.outDir;
+  return outDir && isStoreUrl(outDir) ? manifestIn(outDir) : resolve(manifestIn(join(outRoot, batchId)));
+}
+
+/**
+ * The folder on this machine for a batch's exports, videos and gallery: its manifest's, or for a batch whose
+ * results are in the store, `<outRoot>/<batchId>`.
+ */
+export function localFolderOf(manifest: string, outRoot: string, batchId: string): string {
+  return isStoreUrl(manifest) ? resolve(outRoot, batchId) : dirname(manifest);
 }

@@ -210,6 +210,11 @@ export async function startBatch(
   };
   // --no-download given to a batch that had a download root: no root is left to suggest otherwise.
   if (batchOptions.download === false) delete batchOptions.downloadDir;
+  const { outRoot, store: storeUrl } = loadWorkerSettings();
+  const shared = storeUrl ? await openStore(storeUrl, outRoot) : undefined;
+  // With a shared store, a new batch keeps its journal and results there, named by URL (a re-run keeps its
+  // batch's place, where its journal is).
+  if (shared && !previous && !batchOptions.outDir) batchOptions.outDir = shared.urlOf(batchId);
   const windowProblem = concurrencyProblem(batchOptions.concurrency);
   if (windowProblem) throw new ConfigError(`--concurrency ${windowProblem}`);
   if (before) {
@@ -218,7 +223,7 @@ export async function startBatch(
       `${batchId} was ${previous!.status.name.toLowerCase()}: running it again with its own options` +
         (changed.length ? `, except ${changed.join(', ')} (given again)` : ''),
     );
-    const journalDir = before.options.outDir ?? join(loadWorkerSettings().outRoot, batchId);
+    const journalDir = before.options.outDir ?? join(outRoot, batchId);
     await waitForTerminatedSubmits(
       session.client,
       batchId,
@@ -233,8 +238,6 @@ export async function startBatch(
   // so workers need nothing of this machine's; else the rows file goes beside the batch's folder.
   let csvRef = csvPath;
   if (!attached) {
-    const { outRoot, store: storeUrl } = loadWorkerSettings();
-    const shared = storeUrl ? await openStore(storeUrl, outRoot) : undefined;
     if (shared) csvRef = await putInput(shared, source, csv.sha256);
     else if (typeof source !== 'string')
       throw new ConfigError(`${csvPath}: a CSV in a bucket needs VIDBATCH_STORE`);

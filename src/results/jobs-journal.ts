@@ -5,6 +5,8 @@
 // on a fresh line instead of gluing onto it.
 import { appendFile, mkdir, open } from 'node:fs/promises';
 import { join } from 'node:path';
+import { logAt } from '../store/object-log';
+import { isStoreUrl, joinStorePath } from '../store/store-url';
 import { readJsonl } from './jsonl';
 
 export const JOURNAL_FILE = 'jobs.jsonl';
@@ -30,7 +32,7 @@ export interface JournalEntry {
 }
 
 export function journalPath(outDir: string): string {
-  return join(outDir, JOURNAL_FILE);
+  return isStoreUrl(outDir) ? joinStorePath(outDir, JOURNAL_FILE) : join(outDir, JOURNAL_FILE);
 }
 
 /** Whether the file ends with a newline (true for a missing or empty file). */
@@ -58,6 +60,9 @@ const queues = new Map<string, Promise<void>>();
 /** Appends one entry to `<outDir>/jobs.jsonl` (creating the folder); resolves once it is written. */
 export async function appendJournal(outDir: string, entry: JournalEntry): Promise<void> {
   const path = journalPath(outDir);
+  // In a store: one small object per entry, never an append (workers on several machines write at once).
+  if (isStoreUrl(outDir))
+    return void (await (await logAt<JournalEntry>(path)).append([entry], Date.parse(entry.at)));
   const previous = queues.get(path) ?? Promise.resolve();
   const mine = previous.then(async () => {
     await mkdir(outDir, { recursive: true });

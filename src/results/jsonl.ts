@@ -1,7 +1,10 @@
 // JSON-lines files that only grow (the manifest, the jobs journal): reads that skip a torn last line (a crash
 // mid-append), and a tail reader that parses only what was appended since its last read. Files are read a chunk
-// at a time, so one of any size is never held as one string (V8 refuses strings past 512 MiB).
+// at a time, so one of any size is never held as one string (V8 refuses strings past 512 MiB). A path that is
+// a store URL names an object log instead (store/object-log.ts), read the same way.
 import { open } from 'node:fs/promises';
+import { logAt, ObjectLogTail } from '../store/object-log';
+import { isStoreUrl } from '../store/store-url';
 
 const CHUNK_BYTES = 1024 * 1024;
 
@@ -30,6 +33,7 @@ function parseLines<T>(text: string, each: (record: T) => void): void {
  */
 export class JsonlTail<T> {
   private offset = 0;
+  private objects: Promise<ObjectLogTail<T>> | undefined;
 
   constructor(readonly path: string) {}
 
@@ -37,6 +41,11 @@ export class JsonlTail<T> {
   async read(each?: (record: T) => void): Promise<{ records: T[]; reset: boolean }> {
     const records: T[] = [];
     const take = each ?? ((r: T) => void records.push(r));
+    if (isStoreUrl(this.path)) {
+      this.objects ??= logAt<T>(this.path).then((log) => new ObjectLogTail(log));
+      await (await this.objects).read(take);
+      return { records, reset: false };
+    }
     let handle;
     try {
       handle = await open(this.path, 'r');

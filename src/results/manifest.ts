@@ -6,13 +6,15 @@
 import { appendFile, mkdir, open, readFile, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { PromptResult } from '../contract/prompt';
+import { logAt } from '../store/object-log';
+import { isStoreUrl, joinStorePath } from '../store/store-url';
 import { readJsonl } from './jsonl';
 import { summarizeVerification, type VerificationSummary } from './verification-summary';
 
 export const MANIFEST_FILE = 'manifest.jsonl';
 
 export function manifestPath(outDir: string): string {
-  return join(outDir, MANIFEST_FILE);
+  return isStoreUrl(outDir) ? joinStorePath(outDir, MANIFEST_FILE) : join(outDir, MANIFEST_FILE);
 }
 
 /**
@@ -72,6 +74,13 @@ async function fileSize(path: string): Promise<number> {
 
 /** Appends the results not yet in the manifest (by row and finishedAt); returns how many were written. */
 export async function appendResults(outDir: string, results: PromptResult[]): Promise<number> {
+  if (isStoreUrl(outDir)) {
+    // In a store: the group is one object keyed by its latest time and content, so a retried write is the same
+    // object, written once.
+    const at = Math.max(...results.map((r) => Date.parse(r.downloadedAt ?? r.finishedAt) || 0));
+    const log = await logAt<PromptResult>(manifestPath(outDir));
+    return (await log.append(results, at)) ? results.length : 0;
+  }
   await mkdir(outDir, { recursive: true });
   const path = manifestPath(outDir);
   await repairTail(path);

@@ -15,8 +15,10 @@ import type { Prices } from '../results/prices';
 /** A batch to review: where its files are, and what Temporal says of it. */
 export interface ReviewTarget {
   batchId: string;
-  /** The batch's own folder (`<out root>/<batch id>`): manifest, journal, and the page. */
+  /** The batch's own folder (`<out root>/<batch id>`, or its URL in the store): manifest and journal. */
   outDir: string;
+  /** The folder on this machine the page goes to, and its video links start from. */
+  pageDir: string;
   manifestPath: string;
   /** The input CSV, when it can be read here (a batch id given for a batch run elsewhere may have none). */
   csvPath?: string;

@@ -9,6 +9,7 @@ import { stat } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { journalPath } from '../results/jobs-journal';
+import { isStoreUrl } from '../store/store-url';
 import type { ReviewData } from './data';
 import { CsvPart, loadSources, reviewDataOf, type ReviewTarget } from './load';
 import { reviewPage } from './page';
@@ -28,6 +29,8 @@ export const videoPath = (rowId: string) => `video/${encodeURIComponent(rowId)}`
 
 /** A change stamp of the files the page is made from (size and mtime of manifest and journal). */
 async function stamp(t: ReviewTarget): Promise<string> {
+  // Objects in a store have no cheap stamp: every rebuild reads them (rebuilds are rate-limited below).
+  if (isStoreUrl(t.manifestPath)) return String(Date.now());
   const parts = await Promise.all(
     [t.manifestPath, journalPath(t.outDir)].map((p) =>
       stat(p).then(
@@ -84,7 +87,7 @@ async function sendVideo(req: IncomingMessage, res: ServerResponse, file: string
 }
 
 export async function serveReview(t: ReviewTarget, port: number): Promise<ReviewServer> {
-  const links = { pageDir: t.outDir, serverUrl: videoPath };
+  const links = { pageDir: t.pageDir, serverUrl: videoPath };
   let cached: { stamp: string; data: ReviewData; files: Map<string, string> } | undefined;
   const csv = new CsvPart();
   const versions = new RowVersions();

@@ -5,7 +5,8 @@ import { parseS3Url } from '../config';
 import { ConfigError } from '../errors';
 import { csvHash, loadCsvFrom } from '../input/csv';
 import type { ObjectStore } from './object-store';
-import { isStoreUrl, openStore } from './open-store';
+import { openStore } from './open-store';
+import { isStoreUrl } from './store-url';
 
 export const inputKey = (csvSha256: string) => `inputs/${csvSha256}.csv`;
 

@@ -5,6 +5,7 @@
 // Readers take the objects in key order and fold them by row, as they fold a local file's lines.
 import { createHash } from 'node:crypto';
 import type { ObjectStore } from './object-store';
+import { objectAt } from './open-store';
 
 /** How far behind the newest object a late write may land and still be read (writers' clocks, slow puts). */
 export const LOG_LOOKBACK_MS = 5 * 60_000;
@@ -87,4 +88,10 @@ export class ObjectLogTail<T> {
     for (const [key, order] of this.seen) if (order < this.newest - LOG_LOOKBACK_MS) this.seen.delete(key);
     return fresh.length;
   }
+}
+
+/** The log a results path names in the store that holds it (`s3://…/<batch>/manifest.jsonl`: its parts under `…/manifest.jsonl/`). */
+export async function logAt<T>(url: string): Promise<ObjectLog<T>> {
+  const { store, key } = await objectAt(url);
+  return new ObjectLog<T>(store, `${key}/`);
 }

@@ -2,7 +2,7 @@
 // server`, two `vidbatch worker`s each in its own folder, and `run --detach` from a third folder, all with one
 // VIDBATCH_STORE on a real S3-compatible server (versitygw). The CSV and its rows travel through the store, so
 // the batch finishes after the starter's CSV is deleted, and the workers never read the starter's folder.
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +10,6 @@ import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/clien
 import { afterEach, describe, expect, it } from 'vitest';
 import { writeVbenchCsv } from '../../bench/vbench';
 import { readManifest } from '../../src/results/manifest';
-import type { PromptResult } from '../../src/contract/prompt';
 import { startSimulator, type Simulator } from '../../src/simulator/server';
 import { requireVersitygw, startS3Server, type S3Server } from '../s3-server';
 import { background, vidbatch, FAST_POLL_FLAGS } from './cli-helpers';
@@ -49,15 +48,20 @@ async function threeMachines(s3: S3Server, sim: Simulator) {
   return { root, starterDir: starterDir!, workerDirs, shared, workers, startWorker };
 }
 
-/** Each row's final state across the workers' manifests (which still live in each worker's out root). */
-async function recordedRows(workerDirs: string[], batchId: string) {
-  const rows = new Map<string, PromptResult[]>();
-  for (const dir of workerDirs) {
-    const manifest = join(dir, 'out', batchId, 'manifest.jsonl');
-    if (!existsSync(manifest)) continue;
-    for (const r of await readManifest(manifest)) rows.set(r.rowId, [...(rows.get(r.rowId) ?? []), r]);
+/** Each row's final state, as the batch's manifest in the store holds it (read as any vidbatch process does). */
+async function recordedRows(s3: S3Server, batchId: string) {
+  const settings = { ...s3.env, VIDBATCH_STORE: `s3://${s3.bucket}/team` };
+  const before = Object.fromEntries(Object.keys(settings).map((k) => [k, process.env[k]]));
+  Object.assign(process.env, settings);
+  try {
+    const manifest = await readManifest(`s3://${s3.bucket}/team/${batchId}/manifest.jsonl`);
+    return new Map(manifest.map((r) => [r.rowId, r]));
+  } finally {
+    // The CLI processes this test spawns inherit its environment: leave it as it was.
+    for (const [k, v] of Object.entries(before))
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
   }
-  return rows;
 }
 
 const versitygw = requireVersitygw();
@@ -70,11 +74,11 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     cleanups.push(() => sim.close());
     const { root, starterDir, workerDirs, shared } = await threeMachines(s3, sim);
 
-    const csv = join(starterDir!, 'prompts.csv');
+    const csv = join(starterDir, 'prompts.csv');
     await writeVbenchCsv(csv, 24, 'all_dimension', 7);
     // The starter holds no gateway key: it validates, puts the CSV in the store and starts the batch.
     const started = await vidbatch(['run', 'prompts.csv', '--detach', ...FAST_POLL_FLAGS], {
-      cwd: starterDir!,
+      cwd: starterDir,
       env: shared,
     });
     expect(started.code, started.stderr).toBe(0);
@@ -82,7 +86,7 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     const batchId = /Started batch (batch-[0-9a-f]{16})/.exec(started.stderr)![1]!;
     await rm(csv);
 
-    const watched = await vidbatch(['watch', batchId], { cwd: starterDir!, env: shared });
+    const watched = await vidbatch(['watch', batchId], { cwd: starterDir, env: shared });
     expect(watched.code, watched.stderr).toBe(0);
     expect(watched.stdout).toContain(`${batchId}: 24 succeeded, 0 failed of 24`);
     expect(sim.stats().jobsCreated).toBe(24);
@@ -115,21 +119,35 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
       }),
     );
     const second = await vidbatch(['run', `s3://${s3.bucket}/uploads/from-bucket.csv`, ...FAST_POLL_FLAGS], {
-      cwd: starterDir!,
+      cwd: starterDir,
       env: shared,
     });
     expect(second.code, second.stderr).toBe(0);
     expect(second.stdout).toMatch(/6 succeeded, 0 failed of 6/);
     expect(sim.stats().jobsCreated).toBe(30);
-    // Each row recorded once across the workers' results.
-    const rows = await recordedRows(workerDirs, batchId);
+    // Every row's result and every job in the store: the results in groups, one object per job.
+    const rows = await recordedRows(s3, batchId);
     expect(rows.size).toBe(24);
-    expect([...rows.values()].every((r) => r.length === 1)).toBe(true);
+    expect([...rows.values()].every((r) => r.status === 'succeeded' && r.file?.endsWith('.mp4'))).toBe(true);
+    expect((await keysUnder(`team/${batchId}/manifest.jsonl/`)).length).toBeGreaterThan(0);
+    expect(await keysUnder(`team/${batchId}/jobs.jsonl/`)).toHaveLength(24);
     expect((await keysUnder('team/inputs/')).length).toBe(2);
+    // The workers keep only the videos they fetched: no manifest, no journal in their folders.
+    const videos = workerDirs.flatMap((dir) =>
+      existsSync(join(dir, 'out', batchId)) ? readdirSync(join(dir, 'out', batchId)) : [],
+    );
+    expect(videos.filter((f) => f.endsWith('.mp4'))).toHaveLength(24);
+    expect(videos.filter((f) => !f.endsWith('.mp4'))).toEqual([]);
+    // `results` and `status` on the starter's machine read the batch from the store.
+    const results = await vidbatch(['results', batchId], { cwd: starterDir, env: shared });
+    expect(results.code, results.stderr).toBe(0);
+    expect(results.stdout).toMatch(/^24 succeeded, 0 failed:/);
+    expect(existsSync(join(starterDir, 'out', batchId, 'succeeded.csv'))).toBe(true);
+    expect(results.stdout).toMatch(/jobs made: 24 for 24 rows \(24 kept\)/);
   }, 240_000);
 
   it('finishes every row once through an object-store outage and a SIGKILLed worker', async () => {
-    const s3 = await startS3Server(versitygw!);
+    const s3 = await startS3Server(versitygw!, 'vidbatch-faults');
     cleanups.push(() => s3.stop());
     const sim = await startSimulator({ jobSeconds: 2, jobJitterSeconds: 1 });
     cleanups.push(() => sim.close());
@@ -168,11 +186,11 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     const watched = await vidbatch(['watch', batchId], { cwd: starterDir, env: shared });
     expect(watched.code, watched.stderr).toBe(0);
     expect(watched.stdout).toContain(`${batchId}: 60 succeeded, 0 failed of 60`);
-    const rows = await recordedRows(workerDirs, batchId);
+    const rows = await recordedRows(s3, batchId);
     expect(rows.size).toBe(60);
     // A row whose submit was cut by the kill counts it as unknown (it may have been billed twice, and says so);
     // no other row paid twice.
-    const flagged = [...rows.values()].filter((r) => (r[0]!.unknownSubmits ?? 0) > 0).length;
+    const flagged = [...rows.values()].filter((r) => (r.unknownSubmits ?? 0) > 0).length;
     expect(sim.stats().jobsCreated).toBeLessThanOrEqual(60 + flagged);
   }, 300_000);
 

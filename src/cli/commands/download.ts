@@ -1,5 +1,4 @@
 // `vidbatch download`.
-import { dirname } from 'node:path';
 import { type Command, Option } from 'commander';
 import { DEFAULT_MAX_VIDEO_BYTES } from '../../contract/batch-options';
 import { batchArg, EXIT, numberIn, positiveWhole, withSession } from '../support';
@@ -35,19 +34,20 @@ export function registerDownloadCommand(program: Command): void {
       new Option('--out-root <dir>', 'root of the output folders').env('VIDBATCH_OUT_ROOT').default('out'),
     )
     .action(async (ref: string, o: DownloadFlags) => {
-      const [{ findManifest }, { resolveBatchId }, { previousInput }, { downloadBatch }] = await Promise.all([
-        import('../../client/batch-status'),
-        import('../../client/batches'),
-        import('../../client/rerun'),
-        import('../../results/download'),
-      ]);
+      const [{ findManifest, localFolderOf }, { resolveBatchId }, { previousInput }, { downloadBatch }] =
+        await Promise.all([
+          import('../../client/batch-status'),
+          import('../../client/batches'),
+          import('../../client/rerun'),
+          import('../../results/download'),
+        ]);
       const batchId = await resolveBatchId(ref);
       const { manifest, strict } = await withSession(async (s) => ({
         manifest: await findManifest(s.client, batchId, o.outRoot),
         strict: (await previousInput(s.client, batchId))?.options.verify === 'strict',
       }));
       const currentUrl = await gatewayAsker();
-      const dir = o.dir ?? dirname(manifest);
+      const dir = o.dir ?? localFolderOf(manifest, o.outRoot, batchId);
       const reports = await downloadBatch(manifest, {
         dir,
         concurrency: o.concurrency,

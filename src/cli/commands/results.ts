@@ -29,7 +29,7 @@ export function registerResultsCommand(program: Command): void {
     .option('--json', 'print a summary as JSON');
   addPriceFlags(command).action(async (ref: string, o: ResultsFlags) => {
     const [
-      { findManifest },
+      { findManifest, localFolderOf },
       { batchHandle, getProgress, resolveBatchId },
       { previousInput },
       { exportResults, leftOutLines },
@@ -57,7 +57,11 @@ export function registerResultsCommand(program: Command): void {
             : (await previousInput(s.client, batchId))?.totalRows;
       return { manifest: await findManifest(s.client, batchId, o.outRoot), rows: total };
     });
-    const exported = await exportResults(manifest, o.dir ?? dirname(manifest), o.format);
+    const exported = await exportResults(
+      manifest,
+      o.dir ?? localFolderOf(manifest, o.outRoot, batchId),
+      o.format,
+    );
     const ledger = await computeLedger(dirname(manifest), { rows, prices });
     if (o.json) console.log(JSON.stringify({ ...exported, ledger }, null, 2));
     else {

@@ -6,6 +6,7 @@ import { type Command, Option } from 'commander';
 import type { ReviewTarget } from '../../review/load';
 import { addPriceFlags, pricesFrom } from '../price-flags';
 import { ConfigError } from '../../errors';
+import { isStoreUrl } from '../../store/store-url';
 import { batchArg, EXIT, fail, port, waitForCtrlC, withSession } from '../support';
 
 export const REVIEW_FILE = 'review.html';
@@ -36,13 +37,17 @@ export function registerReviewCommand(program: Command): void {
       ref: string,
       o: { serve?: boolean; port: number; outRoot: string; price?: string[]; prices?: string },
     ) => {
-      const [{ findManifest }, { batchHandle, resolveBatchId }, { previousInput }, { reviewData }] =
-        await Promise.all([
-          import('../../client/batch-status'),
-          import('../../client/batches'),
-          import('../../client/rerun'),
-          import('../../review/load'),
-        ]);
+      const [
+        { findManifest, localFolderOf },
+        { batchHandle, resolveBatchId },
+        { previousInput },
+        { reviewData },
+      ] = await Promise.all([
+        import('../../client/batch-status'),
+        import('../../client/batches'),
+        import('../../client/rerun'),
+        import('../../review/load'),
+      ]);
       const prices = await pricesFrom(o);
       const batchId = await resolveBatchId(ref);
       const target = await withSession(async (s): Promise<ReviewTarget> => {
@@ -55,8 +60,9 @@ export function registerReviewCommand(program: Command): void {
         return {
           batchId,
           outDir: dirname(manifestPath),
+          pageDir: localFolderOf(manifestPath, o.outRoot, batchId),
           manifestPath,
-          csvPath: csvPath ? resolve(csvPath) : undefined,
+          csvPath: csvPath && !isStoreUrl(csvPath) ? resolve(csvPath) : undefined,
           ...(prices ? { prices } : {}),
           batch: description && {
             workflowStatus: description.status.name,
@@ -66,10 +72,10 @@ export function registerReviewCommand(program: Command): void {
         };
       });
       if (!o.serve) {
-        const file = join(target.outDir, REVIEW_FILE);
+        const file = join(target.pageDir, REVIEW_FILE);
         const { reviewPage } = await import('../../review/page');
-        const data = await reviewData(target, { pageDir: target.outDir });
-        await mkdir(target.outDir, { recursive: true });
+        const data = await reviewData(target, { pageDir: target.pageDir });
+        await mkdir(target.pageDir, { recursive: true });
         await writeFile(file, await reviewPage(data));
         console.log(`${data.rows.length} rows: ${file}`);
         process.exitCode = EXIT.ok;

@@ -189,7 +189,7 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
   const prices = await pricesFrom(o);
   const enhance = await enhanceFrom(o);
   // Let go once the batch has started (below): a batch of any size is followed in little memory.
-  const { isStoreUrl } = await import('../../store/open-store');
+  const { isStoreUrl } = await import('../../store/store-url');
   let source: import('../../store/inputs').CsvSource = csvPath;
   let parsed: Awaited<ReturnType<typeof loadCsv>> | undefined;
   if (isStoreUrl(csvPath)) {
