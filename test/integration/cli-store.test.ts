@@ -3,7 +3,7 @@
 // VIDBATCH_STORE on a real S3-compatible server (versitygw). The CSV and its rows travel through the store, so
 // the batch finishes after the starter's CSV is deleted, and the workers never read the starter's folder.
 import { existsSync, readdirSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
@@ -192,6 +192,43 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     // no other row paid twice.
     const flagged = [...rows.values()].filter((r) => (r.unknownSubmits ?? 0) > 0).length;
     expect(sim.stats().jobsCreated).toBeLessThanOrEqual(60 + flagged);
+  }, 300_000);
+
+  it('a batch cancelled on one machine and run again on another pays for no job twice, and reviews there', async () => {
+    const s3 = await startS3Server(versitygw!, 'vidbatch-rerun');
+    cleanups.push(() => s3.stop());
+    const sim = await startSimulator({ jobSeconds: 4, jobJitterSeconds: 1 });
+    cleanups.push(() => sim.close());
+    const { root, starterDir, shared } = await threeMachines(s3, sim);
+    await writeVbenchCsv(join(starterDir, 'prompts.csv'), 30, 'all_dimension', 5);
+    const started = await vidbatch(
+      ['run', 'prompts.csv', '--detach', '--concurrency', '10', ...FAST_POLL_FLAGS],
+      { cwd: starterDir, env: shared },
+    );
+    expect(started.code, started.stderr).toBe(0);
+    const batchId = /Started batch (batch-[0-9a-f]{16})/.exec(started.stderr)![1]!;
+    while (sim.stats().jobsCreated < 12) await new Promise((r) => setTimeout(r, 100));
+    const cancelled = await vidbatch(['cancel', batchId], { cwd: starterDir, env: shared });
+    expect(cancelled.code, cancelled.stderr).toBe(0);
+
+    // Another machine, with its own copy of the file and none of the first one's folders.
+    const other = join(root, 'other-starter');
+    await mkdir(other);
+    await writeFile(join(other, 'prompts.csv'), await readFile(join(starterDir, 'prompts.csv')));
+    const again = await vidbatch(['run', 'prompts.csv', ...FAST_POLL_FLAGS], { cwd: other, env: shared });
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain(`${batchId} was cancelled: running it again`);
+    expect(again.stdout).toContain(`${batchId}: 30 succeeded, 0 failed of 30`);
+    // The jobs the first run made were found in the store's journal and checked, not bought again.
+    const rows = await recordedRows(s3, batchId);
+    const flagged = [...rows.values()].filter((r) => (r.unknownSubmits ?? 0) > 0).length;
+    expect(flagged).toBe(0);
+    expect(sim.stats().jobsCreated).toBe(30);
+    expect(new Set([...rows.values()].map((r) => r.jobId)).size).toBe(30);
+
+    const review = await vidbatch(['review', batchId], { cwd: other, env: shared });
+    expect(review.code, review.stderr).toBe(0);
+    expect(review.stdout).toContain(`30 rows: ${join(other, 'out', batchId, 'review.html')}`);
   }, 300_000);
 
   it('refuses a CSV in a bucket that is missing, has errors, or comes without VIDBATCH_STORE, submitting nothing', async () => {
