@@ -1,5 +1,6 @@
 // Reading batches that exist: where one stands, recent batches, where its manifest is. Asks the batch itself
 // (a query, which needs a worker) when it runs, and Temporal visibility for the rest.
+import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { FailureType } from '../contract/failures';
@@ -17,7 +18,8 @@ import { manifestPath as manifestIn, summarizeManifest, type ManifestSummary } f
 import type { Prices } from '../results/prices';
 import { batchHandle, checkSameVersion, getProgress } from './batches';
 import { previousInput } from './rerun';
-import { isStoreUrl } from '../store/store-url';
+import { isStoreUrl, joinStorePath } from '../store/store-url';
+import { loadStoreSetting } from '../config';
 
 export const PROMPT_STATES = ['submitting', 'running', 'blocked', 'succeeded', 'failed'] as const;
 
@@ -195,9 +197,13 @@ export async function findManifest(client: Client, batchId: string, outRoot = 'o
         ? (await getProgress(handle))?.manifestPath
         : undefined;
   if (known) return known;
-  // A batch that kept its results in the store says where in its input.
+  // A batch that kept its results in the store says where in its input; once Temporal no longer has the batch,
+  // the folder here, else this process's store.
   const outDir = (await previousInput(client, batchId))?.options.outDir;
-  return outDir && isStoreUrl(outDir) ? manifestIn(outDir) : resolve(manifestIn(join(outRoot, batchId)));
+  if (outDir && isStoreUrl(outDir)) return manifestIn(outDir);
+  const local = resolve(manifestIn(join(outRoot, batchId)));
+  const store = loadStoreSetting();
+  return store && !existsSync(local) ? manifestIn(joinStorePath(store, batchId)) : local;
 }
 
 /**

@@ -7,7 +7,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, inject, it } from 'vitest';
 import { writeVbenchCsv } from '../../bench/vbench';
 import { readManifest } from '../../src/results/manifest';
 import { startSimulator, type Simulator } from '../../src/simulator/server';
@@ -144,6 +144,14 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     expect(results.stdout).toMatch(/^24 succeeded, 0 failed:/);
     expect(existsSync(join(starterDir, 'out', batchId, 'succeeded.csv'))).toBe(true);
     expect(results.stdout).toMatch(/jobs made: 24 for 24 rows \(24 kept\)/);
+    // Once Temporal has forgotten the batch (retention; here another server that never knew it), its results
+    // are still read from the store.
+    const forgotten = await vidbatch(['results', batchId, '--json'], {
+      cwd: starterDir,
+      env: { ...shared, TEMPORAL_ADDRESS: inject('temporalAddress') },
+    });
+    expect(forgotten.code, forgotten.stderr).toBe(0);
+    expect(JSON.parse(forgotten.stdout)).toMatchObject({ succeeded: 24, failed: 0 });
   }, 240_000);
 
   it('finishes every row once through an object-store outage and a SIGKILLed worker', async () => {
