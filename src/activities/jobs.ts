@@ -206,17 +206,25 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
     try {
       const dir = await allowedPath(input.outDir ?? resolve(outRoot, input.batchId), 'out', roots);
       const { model, parameters, request, line } = input.row;
-      await appendJournal(dir, {
-        ...entry,
-        ...(request ? { request } : {}),
-        line,
-        generation: input.generation ?? 0,
-        at: new Date().toISOString(),
-        // What the spend ledger prices a job by when its row has no manifest line yet.
-        model,
-        ...(typeof parameters.resolution === 'string' ? { resolution: parameters.resolution } : {}),
-        ...(typeof parameters.duration === 'number' ? { duration: parameters.duration } : {}),
-      });
+      // A store that is away is waited for only while the attempt has time left to return the job id.
+      const ctx = Context.current();
+      const retryUntil =
+        ctx.info.currentAttemptScheduledTimestampMs + ctx.info.startToCloseTimeoutMs - 10_000;
+      await appendJournal(
+        dir,
+        {
+          ...entry,
+          ...(request ? { request } : {}),
+          line,
+          generation: input.generation ?? 0,
+          at: new Date().toISOString(),
+          // What the spend ledger prices a job by when its row has no manifest line yet.
+          model,
+          ...(typeof parameters.resolution === 'string' ? { resolution: parameters.resolution } : {}),
+          ...(typeof parameters.duration === 'number' ? { duration: parameters.duration } : {}),
+        },
+        retryUntil,
+      );
     } catch (err) {
       Context.current().log.warn('could not write the jobs journal', {
         rowId: entry.rowId,

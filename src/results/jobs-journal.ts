@@ -5,6 +5,7 @@
 // on a fresh line instead of gluing onto it.
 import { appendFile, mkdir, open } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { logAt } from '../store/object-log';
 import { isStoreUrl, joinStorePath } from '../store/store-url';
 import { readJsonl } from './jsonl';
@@ -54,15 +55,35 @@ async function endsWithNewline(path: string): Promise<boolean> {
   }
 }
 
+/** The waits between tries of a journal write to a store: about 15 s in all, well inside a submit's attempt. */
+export const STORE_RETRY_DELAYS_MS = [1_000, 2_000, 4_000, 8_000];
+
 /** Appends in one process go one at a time per file, so the torn-tail check never sees a half-written line. */
 const queues = new Map<string, Promise<void>>();
 
 /** Appends one entry to `<outDir>/jobs.jsonl` (creating the folder); resolves once it is written. */
-export async function appendJournal(outDir: string, entry: JournalEntry): Promise<void> {
+export async function appendJournal(
+  outDir: string,
+  entry: JournalEntry,
+  /** Epoch ms after which a store that is away is no longer waited for. */
+  retryUntil = Infinity,
+): Promise<void> {
   const path = journalPath(outDir);
-  // In a store: one small object per entry, never an append (workers on several machines write at once).
-  if (isStoreUrl(outDir))
-    return void (await (await logAt<JournalEntry>(path)).append([entry], Date.parse(entry.at)));
+  // In a store: one small object per entry, never an append (workers on several machines write at once). The
+  // submit's only other record of its job is its result, so a store that is briefly away is waited for (a
+  // retry writes the same object), within a bound.
+  if (isStoreUrl(outDir)) {
+    const log = await logAt<JournalEntry>(path);
+    for (const delay of [...STORE_RETRY_DELAYS_MS, undefined]) {
+      try {
+        await log.append([entry], Date.parse(entry.at));
+        return;
+      } catch (err) {
+        if (delay === undefined || Date.now() + delay > retryUntil) throw err;
+        await sleep(delay);
+      }
+    }
+  }
   const previous = queues.get(path) ?? Promise.resolve();
   const mine = previous.then(async () => {
     await mkdir(outDir, { recursive: true });

@@ -7,6 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRowActivities } from '../../src/activities/rows';
 import { loadCsv } from '../../src/input/csv';
 import { rowsFileKey } from '../../src/input/rows-file';
+import { appendJournal, readJournal } from '../../src/results/jobs-journal';
+import { appendResults, manifestPath, readManifest } from '../../src/results/manifest';
+import { succeeded as succeededResult } from '../../bench/results';
 import { inputKey, putInput } from '../../src/store/inputs';
 import { S3Store } from '../../src/store/s3-store';
 import { requireVersitygw, startS3Server, type S3Server } from '../s3-server';
@@ -41,6 +44,68 @@ describe.runIf(versitygw)('a batch input in the store', () => {
     expect((await store.head(inputKey(csv.sha256)))!.etag).toBe(first!.etag);
     await expect(putInput(store, csvPath, 'f'.repeat(64))).rejects.toThrow(/changed while it was being put/);
     expect(await store.head(inputKey('f'.repeat(64)))).toBeUndefined();
+  });
+
+  it('keeps its journal and results as objects: a retried write is one object, and a re-run sees the jobs', async () => {
+    process.env.VIDBATCH_STORE = `s3://${server.bucket}/p`;
+    const csv = await loadCsv(csvPath);
+    const url = await putInput(store, csvPath, csv.sha256);
+    const outDir = store.urlOf('batch-00000000000000bb');
+    const at = new Date(1_780_000_000_000).toISOString();
+    await appendJournal(outDir, { rowId: csv.rows[0]!.id, jobId: 'vid_a', generation: 0, line: 2, at });
+    await appendJournal(outDir, { rowId: csv.rows[1]!.id, unknown: true, generation: 0, line: 3, at });
+    const result = succeededResult(csv.rows[2]!, at);
+    expect(await appendResults(outDir, [result])).toBe(1);
+    expect(await appendResults(outDir, [result])).toBe(0); // the same group, retried
+    expect(await readJournal(outDir)).toHaveLength(2);
+    expect((await readManifest(manifestPath(outDir))).map((r) => r.rowId)).toEqual([csv.rows[2]!.id]);
+    const listed: string[] = [];
+    for await (const o of store.list('batch-00000000000000bb/')) listed.push(o.key);
+    expect(listed).toHaveLength(3);
+    // What readRows tells a re-run of the batch: the job to check, the unknown outcome, the row done.
+    const roots = { input: [], out: [store.url], download: [] };
+    const page = await createRowActivities('out', roots, store).readRows({
+      csvPath: url,
+      csvSha256: csv.sha256,
+      offset: 0,
+      limit: 3,
+      batchId: 'batch-00000000000000bb',
+      outDir,
+    });
+    expect(page.map((r) => r.prior)).toMatchObject([
+      { jobId: 'vid_a' },
+      { unknownSubmits: 1 },
+      { status: 'succeeded' },
+    ]);
+    // A folder outside the store's prefix is refused.
+    await expect(
+      createRowActivities('out', roots, store).readRows({
+        csvPath: url,
+        csvSha256: csv.sha256,
+        offset: 0,
+        limit: 1,
+        batchId: 'batch-00000000000000bb',
+        outDir: `s3://${server.bucket}/elsewhere/batch-00000000000000bb`,
+      }),
+    ).rejects.toThrow(/outside the folders this worker may use.*VIDBATCH_STORE/);
+  });
+
+  it('waits out a store that is away for a journal write, within its bound', async () => {
+    process.env.VIDBATCH_STORE = `s3://${server.bucket}/p`;
+    const outDir = store.urlOf('batch-00000000000000cc');
+    const at = new Date().toISOString();
+    const outage = server.restart(2_000);
+    await new Promise((r) => setTimeout(r, 200)); // the server is down now
+    await appendJournal(outDir, { rowId: 'r1', jobId: 'vid_1', generation: 0, at });
+    await outage;
+    expect(await readJournal(outDir)).toMatchObject([{ rowId: 'r1', jobId: 'vid_1' }]);
+    // With no time left to wait, the write fails at once (the submit says its journal line is missing).
+    const down = server.restart(2_000);
+    await new Promise((r) => setTimeout(r, 200));
+    await expect(
+      appendJournal(outDir, { rowId: 'r2', jobId: 'vid_2', generation: 0, at }, Date.now()),
+    ).rejects.toThrow();
+    await down;
   });
 
   it('is read by page, its rows written to the store when missing; elsewhere or gone, it is refused', async () => {
