@@ -1,6 +1,8 @@
 // What a batch leaves on the worker's disk: downloadVideo (a finished video, verified, then checked against its
 // row's request) and recordResults (rows appended to the batch's manifest, each once however often the activity
 // is retried).
+import { createReadStream } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { VerifiedVideo, VideoTarget } from '../contract/jobs';
@@ -9,9 +11,13 @@ import { DownloadError } from '../errors';
 import { downloadVerified } from '../results/download';
 import { appendResults, manifestPath } from '../results/manifest';
 import { askedOf, verifyVideo } from '../results/verify-video';
+import { objectAt } from '../store/open-store';
 import { isStoreUrl } from '../store/store-url';
 import { allowedFile, allowedPath, type PathRoots } from './paths';
 import { downloadFailed } from './to-failure';
+
+/** Where a worker fetches the videos of a batch whose results are in the store, before putting them there. */
+export const STAGING_DIR = '.staging';
 
 /** How often a running download heartbeats (well inside the 30 s heartbeat timeout the prompt workflow gives it). */
 const DOWNLOAD_HEARTBEAT_MS = 5_000;
@@ -32,12 +38,14 @@ export async function fetchVideo(
     // Without `dir` the video goes where the batch's manifest goes, so the out roots allow it.
     if (dir === undefined && outDir === undefined && !batchId)
       throw new Error('downloadVideo needs a folder: dir, outDir or batchId');
+    // A batch whose results are in the store keeps its videos there: fetched into this worker's out root
+    // first (where a cut download resumes), then put beside its results, and the local copy let go.
+    const stored = dir === undefined && outDir !== undefined && isStoreUrl(outDir);
     const target =
       dir !== undefined
         ? await allowedFile(dir, name, 'download', roots)
         : await allowedFile(
-            // A batch whose results are in the store keeps its videos in this worker's out root.
-            outDir !== undefined && !isStoreUrl(outDir) ? outDir : resolve(outRoot, batchId!),
+            stored ? resolve(outRoot, STAGING_DIR, batchId!) : (outDir ?? resolve(outRoot, batchId!)),
             name,
             'out',
             roots,
@@ -47,7 +55,13 @@ export async function fetchVideo(
       ...(maxBytes !== undefined ? { maxBytes } : {}),
     });
     // A mismatch is reported, never thrown: retrying cannot change what the gateway made.
-    return { file, sha256, bytes, verification: await verifyVideo(file, askedOf(parameters)) };
+    const verification = await verifyVideo(file, askedOf(parameters));
+    if (!stored) return { file, sha256, bytes, verification };
+    const inStore = await allowedFile(outDir, name, 'out', roots);
+    const { store, key } = await objectAt(inStore);
+    await store.upload(key, createReadStream(file), { contentType: 'video/mp4', metadata: { sha256 } });
+    await rm(file, { force: true });
+    return { file: inStore, sha256, bytes, verification };
   } catch (err) {
     if (err instanceof DownloadError) throw downloadFailed(err);
     throw err;

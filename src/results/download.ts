@@ -9,18 +9,15 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { request, type Dispatcher } from 'undici';
 import { DownloadError } from '../errors';
 import { DEFAULT_MAX_VIDEO_BYTES } from '../contract/batch-options';
-import type { DownloadedVideo, Verification, VerifiedVideo } from '../contract/jobs';
-import { URL_EXPIRED_CODE, VIDEO_MISMATCH_CODE, type PromptResult } from '../contract/prompt';
-import { appendResults, readManifest } from './manifest';
-import { askedOf, verifyVideo } from './verify-video';
+import type { DownloadedVideo } from '../contract/jobs';
 
-async function size(path: string): Promise<number | undefined> {
+export async function size(path: string): Promise<number | undefined> {
   return stat(path).then(
     (s) => s.size,
     () => undefined,
@@ -39,7 +36,7 @@ export function looksLikeMp4(bytes: Uint8Array): boolean {
 }
 
 /** Checks a file on disk: non-empty and starting with an MP4 `ftyp` box. */
-async function verifyFile(path: string, url: string): Promise<DownloadedVideo> {
+export async function verifyFile(path: string, url: string): Promise<DownloadedVideo> {
   const bytes = (await size(path)) ?? 0;
   if (bytes < 12)
     throw new DownloadError(`${url}: downloaded file is empty or truncated (${bytes} bytes)`, false);
@@ -298,162 +295,4 @@ async function fetchToPart(url: string, part: string, options: DownloadOptions):
         throw new DownloadError(`${url}: got ${got} bytes, expected ${expected}`, true);
     return;
   }
-}
-
-export interface DownloadReport {
-  rowId: string;
-  file?: string;
-  sha256?: string;
-  bytes?: number;
-  /** The file was already there (recorded in the manifest, same sha256): nothing was fetched. */
-  reused?: boolean;
-  /** The recorded URL had expired and the job, asked again, gave this one, which worked. */
-  freshUrl?: string;
-  error?: string;
-  /** The file checked against the row's duration and resolution (verify-video.ts). */
-  verification?: Verification;
-}
-
-export interface DownloadBatchOptions {
-  /** Where videos with no file yet go (default: the manifest's folder, where `run` puts them). */
-  dir?: string;
-  /** Downloads at once (default 4). */
-  concurrency?: number;
-  /** The largest video accepted, in bytes (default DEFAULT_MAX_VIDEO_BYTES). */
-  maxBytes?: number;
-  /**
-   * Asks the gateway for the job's URL now (a status check; a gateway may sign a fresh one), after the
-   * recorded URL answered 403, 404 or 410; resolves undefined when the job gives none. Absent: not asked.
-   */
-  currentUrl?: (jobId: string) => Promise<string | undefined>;
-  /** `--verify strict` (the batch's own): a video that differs from its row fails it as `video_mismatch`. */
-  strict?: boolean;
-  /** Waits between attempts of a retryable failure (tests shorten it). */
-  retryDelayMs?: number;
-}
-
-/** Whether `vidbatch download` fetches a row's video: its job completed (succeeded, or its URL expired). */
-export function downloadable(r: PromptResult): boolean {
-  if (r.status === 'succeeded') return !!r.url;
-  return r.errorCode === URL_EXPIRED_CODE && !!(r.jobId || r.url);
-}
-
-/** A recorded file that is still there with its recorded sha256, or undefined. */
-async function recordedFile(r: PromptResult): Promise<DownloadedVideo | undefined> {
-  if (!r.file || !r.sha256 || (await size(r.file)) === undefined) return undefined;
-  const found = await verifyFile(r.file, r.file).catch(() => undefined);
-  return found?.sha256 === r.sha256 ? found : undefined;
-}
-
-/**
- * Fetches one row's video into `dir`, retrying what can be retried; a URL that answers 403, 404 or 410 is
- * replaced once by the job's current URL (`currentUrl`).
- */
-async function fetchRow(
-  r: PromptResult,
-  dir: string,
-  options: DownloadBatchOptions,
-): Promise<DownloadedVideo & { url: string; fresh: boolean }> {
-  let url = r.url;
-  let fresh = false;
-  // The job is asked at most once per row. A url_expired row's URL is known to fail: its job is asked first.
-  let asked = false;
-  if ((!url || r.status === 'failed') && r.jobId && options.currentUrl) {
-    asked = true;
-    const current = await options.currentUrl(r.jobId);
-    if (current) [url, fresh] = [current, current !== r.url];
-  }
-  if (!url) throw new DownloadError(`no URL: job ${r.jobId} gave none when asked again`, false);
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const got = await downloadVerified(url, dir, `${r.rowId}.mp4`, {
-        ...(r.sha256 ? { expectedSha256: r.sha256 } : {}),
-        ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}),
-      });
-      return { file: got.file, sha256: got.sha256, bytes: got.bytes, url, fresh };
-    } catch (err) {
-      if (!(err instanceof DownloadError)) throw err;
-      const gone = err.httpStatus !== undefined && EXPIRED_URL_STATUSES.includes(err.httpStatus);
-      if (gone && !asked && r.jobId && options.currentUrl) {
-        asked = true;
-        const current = await options.currentUrl(r.jobId);
-        if (!current || current === url)
-          throw new DownloadError(
-            `${err.message}; job ${r.jobId}, asked again, gave ${current ? 'the same URL' : 'no URL'}`,
-            false,
-            err.httpStatus,
-          );
-        [url, fresh, attempt] = [current, true, 0];
-        continue;
-      }
-      if (!err.retryable || attempt >= 3) throw err;
-      await new Promise((done) => setTimeout(done, (options.retryDelayMs ?? 1000) * attempt));
-    }
-  }
-}
-
-/**
- * Downloads the video of every row whose job completed (a succeeded row with its URL, or one that ended
- * `url_expired`), `concurrency` at a time, verifying each and checking it against its row. The manifest is the
- * one record of which file each row has: a file it names that is still there with its sha256 is kept as it
- * is (nothing is fetched); every video fetched here is appended to the manifest as the row's new last line
- * (with `downloadedAt`), so `status`, `results`, `review` and re-runs see it. Returns one report per row.
- */
-export async function downloadBatch(
-  manifest: string,
-  options: DownloadBatchOptions = {},
-): Promise<DownloadReport[]> {
-  const rows = (await readManifest(manifest)).filter(downloadable);
-  const dir = options.dir ?? dirname(manifest);
-  const reports: DownloadReport[] = [];
-  const fetched: PromptResult[] = [];
-  let next = 0;
-  const worker = async () => {
-    for (let i = next++; i < rows.length; i = next++) {
-      const row = rows[i]!;
-      const kept = await recordedFile(row);
-      if (kept) {
-        reports.push({ rowId: row.rowId, ...kept, reused: true, verification: row.verification });
-        continue;
-      }
-      try {
-        const { url, fresh, ...got } = await fetchRow(row, dir, options);
-        const verification = await verifyVideo(got.file, askedOf(row.parameters));
-        reports.push({ rowId: row.rowId, ...got, verification, ...(fresh ? { freshUrl: url } : {}) });
-        fetched.push(fetchedResult(row, { ...got, verification }, url, options.strict === true));
-      } catch (err) {
-        reports.push({ rowId: row.rowId, error: (err as Error).message });
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, options.concurrency ?? 4) }, worker));
-  if (fetched.length) await appendResults(dirname(manifest), fetched);
-  const order = new Map(rows.map((r, i) => [r.rowId, i]));
-  return reports.sort((a, b) => order.get(a.rowId)! - order.get(b.rowId)!);
-}
-
-/**
- * The row's new manifest line once its video is on disk: the file, its hash and verification, the URL that
- * served it. A `url_expired` row becomes succeeded (its video was generated and is now kept); a strict batch
- * fails a video that differs from its request, as the run would have.
- */
-function fetchedResult(row: PromptResult, got: VerifiedVideo, url: string, strict: boolean): PromptResult {
-  const { errorCode, errorMessage, ...rest } = row;
-  delete rest.downloadError; // the video is on disk now
-  const base: PromptResult = {
-    ...rest,
-    ...(row.status === 'failed' && errorCode !== URL_EXPIRED_CODE ? { errorCode, errorMessage } : {}),
-    status: row.status === 'failed' && errorCode !== URL_EXPIRED_CODE ? 'failed' : 'succeeded',
-    url,
-    ...got,
-    downloadedAt: new Date().toISOString(),
-  };
-  if (strict && !got.verification.ok)
-    return {
-      ...base,
-      status: 'failed',
-      errorCode: VIDEO_MISMATCH_CODE,
-      errorMessage: `the video differs from the request: ${got.verification.problems.join('; ')}`,
-    };
-  return base;
 }

@@ -15,6 +15,12 @@ export interface PutOptions {
   contentType?: string;
 }
 
+export interface UploadOptions {
+  contentType?: string;
+  /** User metadata kept with the object on S3 (`x-amz-meta-*`), e.g. a video's sha256; a folder keeps none. */
+  metadata?: Record<string, string>;
+}
+
 export interface ObjectStore {
   /** The store's own URL (`s3://bucket/prefix`, or the folder's path), named in messages. */
   readonly url: string;
@@ -33,7 +39,7 @@ export interface ObjectStore {
   upload(
     key: string,
     body: AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>,
-    options?: { contentType?: string },
+    options?: UploadOptions,
   ): Promise<void>;
   /** Keys starting with `prefix`, in key order; with `startAfter`, only the keys after it. */
   list(prefix: string, startAfter?: string): AsyncIterable<{ key: string; size: number }>;

@@ -14,7 +14,13 @@ import {
 import { Upload } from '@aws-sdk/lib-storage';
 import { Readable } from 'node:stream';
 import { parseS3Url } from '../config';
-import { checkKey, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
+import {
+  checkKey,
+  type ObjectStore,
+  type PutOptions,
+  type StoredObject,
+  type UploadOptions,
+} from './object-store';
 
 // vidbatch pins the SDK's version: its notice about later versions needing Node 22 is not the user's to act on.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
@@ -124,7 +130,7 @@ export class S3Store implements ObjectStore {
   async upload(
     key: string,
     body: AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>,
-    options: { contentType?: string } = {},
+    options: UploadOptions = {},
   ): Promise<void> {
     await new Upload({
       client: this.client,
@@ -133,6 +139,7 @@ export class S3Store implements ObjectStore {
         Key: this.objectKey(key),
         Body: Readable.from(body),
         ...(options.contentType ? { ContentType: options.contentType } : {}),
+        ...(options.metadata ? { Metadata: options.metadata } : {}),
       },
     }).done();
   }

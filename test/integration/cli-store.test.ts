@@ -6,7 +6,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { writeVbenchCsv } from '../../bench/vbench';
 import { readManifest } from '../../src/results/manifest';
@@ -128,16 +128,30 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     // Every row's result and every job in the store: the results in groups, one object per job.
     const rows = await recordedRows(s3, batchId);
     expect(rows.size).toBe(24);
-    expect([...rows.values()].every((r) => r.status === 'succeeded' && r.file?.endsWith('.mp4'))).toBe(true);
+    const stored = `s3://${s3.bucket}/team/${batchId}/`;
+    expect([...rows.values()].every((r) => r.status === 'succeeded' && r.file?.startsWith(stored))).toBe(
+      true,
+    );
     expect((await keysUnder(`team/${batchId}/manifest.jsonl/`)).length).toBeGreaterThan(0);
     expect(await keysUnder(`team/${batchId}/jobs.jsonl/`)).toHaveLength(24);
     expect((await keysUnder('team/inputs/')).length).toBe(2);
-    // The workers keep only the videos they fetched: no manifest, no journal in their folders.
-    const videos = workerDirs.flatMap((dir) =>
-      existsSync(join(dir, 'out', batchId)) ? readdirSync(join(dir, 'out', batchId)) : [],
+    // Every video in the bucket, with its sha256; nothing left in either worker's folders.
+    const videos = (await keysUnder(`team/${batchId}/`)).filter((k) => k.endsWith('.mp4'));
+    expect(videos).toHaveLength(24);
+    const one = [...rows.values()][0]!;
+    const head = await client.send(
+      new HeadObjectCommand({ Bucket: s3.bucket, Key: `team/${batchId}/${one.rowId}.mp4` }),
     );
-    expect(videos.filter((f) => f.endsWith('.mp4'))).toHaveLength(24);
-    expect(videos.filter((f) => !f.endsWith('.mp4'))).toEqual([]);
+    expect(head.Metadata?.sha256).toBe(one.sha256);
+    for (const dir of workerDirs) {
+      const left = existsSync(join(dir, 'out')) ? readdirSync(join(dir, 'out'), { recursive: true }) : [];
+      expect(left.filter((f) => String(f).endsWith('.mp4') || String(f).endsWith('.jsonl'))).toEqual([]);
+    }
+    // `download` on the starter's machine copies them from the store, verified.
+    const download = await vidbatch(['download', batchId], { cwd: starterDir, env: shared });
+    expect(download.code, download.stderr).toBe(0);
+    expect(download.stdout).toContain(`24 videos on disk, verified: 0 already there, 24 fetched into`);
+    expect(readdirSync(join(starterDir, 'out', batchId)).filter((f) => f.endsWith('.mp4'))).toHaveLength(24);
     // `results` and `status` on the starter's machine read the batch from the store.
     const results = await vidbatch(['results', batchId], { cwd: starterDir, env: shared });
     expect(results.code, results.stderr).toBe(0);
@@ -196,6 +210,8 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     expect(watched.stdout).toContain(`${batchId}: 60 succeeded, 0 failed of 60`);
     const rows = await recordedRows(s3, batchId);
     expect(rows.size).toBe(60);
+    const stored = `s3://${s3.bucket}/team/${batchId}/`;
+    expect([...rows.values()].filter((r) => !r.file?.startsWith(stored))).toEqual([]);
     // A row whose submit was cut by the kill counts it as unknown (it may have been billed twice, and says so);
     // no other row paid twice.
     const flagged = [...rows.values()].filter((r) => (r.unknownSubmits ?? 0) > 0).length;

@@ -5,12 +5,8 @@ import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  DEFAULT_MAX_VIDEO_BYTES,
-  downloadBatch,
-  downloadVerified,
-  parseContentRange,
-} from '../../src/results/download';
+import { DEFAULT_MAX_VIDEO_BYTES, downloadVerified, parseContentRange } from '../../src/results/download';
+import { downloadBatch } from '../../src/results/download-batch';
 import { URL_EXPIRED_CODE, type PromptResult } from '../../src/contract/prompt';
 import { appendResults, readManifest } from '../../src/results/manifest';
 import { DownloadError } from '../../src/errors';

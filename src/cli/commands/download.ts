@@ -39,7 +39,7 @@ export function registerDownloadCommand(program: Command): void {
           import('../../client/batch-status'),
           import('../../client/batches'),
           import('../../client/rerun'),
-          import('../../results/download'),
+          import('../../results/download-batch'),
         ]);
       const batchId = await resolveBatchId(ref);
       const { manifest, strict } = await withSession(async (s) => ({
