@@ -1,13 +1,14 @@
 // What the review gallery shows, as plain data embedded in the page (and served as JSON by `review --serve`):
 // one row per CSV row, with its final state from the manifest (last line wins) or, for rows not finished yet,
 // what the jobs journal knows. Pure: reading the files is in load.ts.
-import { relative, sep } from 'node:path';
+import { join, relative, sep } from 'node:path';
 import type { Verification } from '../contract/jobs';
 import type { PromptResult, ReusedFrom } from '../contract/prompt';
 import type { PromptRow } from '../contract/rows';
 import type { JournalEntry } from '../results/jobs-journal';
 import { inputRows } from '../results/export';
 import type { CsvCells } from './csv-cells';
+import { isStoreUrl } from '../store/store-url';
 
 /** A row's state: finished (manifest), or not yet: a job was made (journal), or none yet. */
 export type ReviewState = 'succeeded' | 'failed' | 'submitted' | 'waiting';
@@ -96,9 +97,19 @@ export function fileHref(pageDir: string, file: string): string {
   return relative(pageDir, file).split(sep).map(encodeURIComponent).join('/');
 }
 
+/**
+ * The file on this machine a row's video is in: the one it names, or for a video kept in the store, the copy
+ * `vidbatch download` puts beside the page.
+ */
+export function localFileOf(r: Pick<PromptResult, 'file'>, pageDir: string): string | undefined {
+  if (!r.file) return undefined;
+  return isStoreUrl(r.file) ? join(pageDir, r.file.slice(r.file.lastIndexOf('/') + 1)) : r.file;
+}
+
 function videoOf(r: PromptResult, links: VideoLinks, fileExists: (f: string) => boolean): ReviewRow['video'] {
-  if (r.file && fileExists(r.file))
-    return { src: links.serverUrl ? links.serverUrl(r.rowId) : fileHref(links.pageDir, r.file), local: true };
+  const file = localFileOf(r, links.pageDir);
+  if (file && fileExists(file))
+    return { src: links.serverUrl ? links.serverUrl(r.rowId) : fileHref(links.pageDir, file), local: true };
   return r.url ? { src: r.url, local: false } : undefined;
 }
 

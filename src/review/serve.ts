@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { journalPath } from '../results/jobs-journal';
 import { isStoreUrl } from '../store/store-url';
-import type { ReviewData } from './data';
+import { localFileOf, type ReviewData } from './data';
 import { CsvPart, loadSources, reviewDataOf, type ReviewTarget } from './load';
 import { reviewPage } from './page';
 import { RowVersions } from './row-versions';
@@ -101,7 +101,10 @@ export async function serveReview(t: ReviewTarget, port: number): Promise<Review
     // One read of the files makes both the page's data and the map of videos served.
     const sources = await loadSources(t, csv);
     const files = new Map<string, string>();
-    for (const r of sources.manifest) if (r.file) files.set(r.rowId, r.file);
+    for (const r of sources.manifest) {
+      const file = localFileOf(r, t.pageDir);
+      if (file) files.set(r.rowId, file);
+    }
     cached = { stamp: now, data: await reviewDataOf(sources, t, links), files };
     versions.update(cached.data);
     builtAt = Date.now();

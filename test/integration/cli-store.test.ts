@@ -2,7 +2,7 @@
 // server`, two `vidbatch worker`s each in its own folder, and `run --detach` from a third folder, all with one
 // VIDBATCH_STORE on a real S3-compatible server (versitygw). The CSV and its rows travel through the store, so
 // the batch finishes after the starter's CSV is deleted, and the workers never read the starter's folder.
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -152,6 +152,11 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     expect(download.code, download.stderr).toBe(0);
     expect(download.stdout).toContain(`24 videos on disk, verified: 0 already there, 24 fetched into`);
     expect(readdirSync(join(starterDir, 'out', batchId)).filter((f) => f.endsWith('.mp4'))).toHaveLength(24);
+    // The gallery made there plays those copies.
+    const review = await vidbatch(['review', batchId], { cwd: starterDir, env: shared });
+    expect(review.code, review.stderr).toBe(0);
+    const page = readFileSync(join(starterDir, 'out', batchId, 'review.html'), 'utf8');
+    expect(page.match(/"local":true/g)).toHaveLength(24);
     // `results` and `status` on the starter's machine read the batch from the store.
     const results = await vidbatch(['results', batchId], { cwd: starterDir, env: shared });
     expect(results.code, results.stderr).toBe(0);
