@@ -1,6 +1,6 @@
 // What a batch leaves in the shared store, per 1,000 rows: `vidbatch run --simulate` with VIDBATCH_STORE on a
 // local versitygw (bash scripts/s3.sh build), then the objects and bytes under the prefix, by kind (the CSV, its
-// rows, the jobs journal, the results), and the batch's wall time; with `local`, the same run without the
+// rows, the jobs journal, the results, the videos), and the batch's wall time; with `local`, the same run without the
 // store, for its wall time. Prints one JSON line.
 //   npx tsx bench/store-objects.ts [rows=1000] [local]
 import { spawnSync } from 'node:child_process';
@@ -51,7 +51,9 @@ for await (const { key, size } of objects.list('')) {
         ? 'journal'
         : key.includes('/manifest.jsonl/')
           ? 'results'
-          : 'other';
+          : key.endsWith('.mp4')
+            ? 'videos'
+            : 'other';
   kinds[kind] ??= { objects: 0, bytes: 0 };
   kinds[kind].objects += 1;
   kinds[kind].bytes += size;

@@ -10,6 +10,8 @@ import { plan } from '../input/plan';
 import { estimateRows, type Prices } from '../results/prices';
 import { FolderPrior } from '../results/prior';
 import { RequestIndex } from '../results/request-index';
+import { loadStoreSetting } from '../config';
+import { joinStorePath } from '../store/store-url';
 import { estimateLine } from './estimate';
 
 export interface ReusePlan {
@@ -32,8 +34,10 @@ export async function reusePlan(
   batchId: string,
   reuse: boolean,
 ): Promise<{ plan: ReusePlan; newRows: PromptRow[] }> {
-  const own = await new FolderPrior(join(outRoot, batchId)).refresh();
-  const index = reuse ? await new RequestIndex(outRoot).refresh(batchId) : undefined;
+  // With a shared store, a new batch keeps its results there and consults no output root's index.
+  const store = loadStoreSetting();
+  const own = await new FolderPrior(store ? joinStorePath(store, batchId) : join(outRoot, batchId)).refresh();
+  const index = reuse && !store ? await new RequestIndex(outRoot).refresh(batchId) : undefined;
   const counts: ReusePlan = { doneEarlier: 0, reused: 0, followed: 0, settled: 0, newJobs: 0 };
   const newRows: PromptRow[] = [];
   for (const row of rows) {

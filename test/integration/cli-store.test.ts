@@ -244,6 +244,18 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     const other = join(root, 'other-starter');
     await mkdir(other);
     await writeFile(join(other, 'prompts.csv'), await readFile(join(starterDir, 'prompts.csv')));
+    // The plan there reads what the batch did from the store: every job made is checked, the rest are new.
+    // (Once the submits the cancel let finish have ended: none for 2 s.)
+    let made = -1;
+    while (made !== sim.stats().jobsCreated) {
+      made = sim.stats().jobsCreated;
+      await new Promise((r) => setTimeout(r, 2_000));
+    }
+    const plan = await vidbatch(['run', 'prompts.csv', '--dry-run'], { cwd: other, env: shared });
+    expect(plan.code, plan.stderr).toBe(0);
+    const { reuse } = JSON.parse(plan.stdout) as { reuse: Record<string, number> };
+    expect(reuse.doneEarlier! + reuse.followed!).toBe(made);
+    expect(reuse.newJobs).toBe(30 - made);
     const again = await vidbatch(['run', 'prompts.csv', ...FAST_POLL_FLAGS], { cwd: other, env: shared });
     expect(again.code, again.stderr).toBe(0);
     expect(again.stderr).toContain(`${batchId} was cancelled: running it again`);
