@@ -1,6 +1,6 @@
-// What a batch leaves on the worker's disk: downloadVideo (a finished video, verified, then checked against its
-// row's request) and recordResults (rows appended to the batch's manifest, each once however often the activity
-// is retried).
+// What a batch leaves on the worker's disk, or in the shared store: downloadVideo (a finished video, verified,
+// then checked against its row's request) and recordResults (rows appended to the batch's manifest, each once
+// however often the activity is retried).
 import { createReadStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';

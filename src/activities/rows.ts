@@ -1,9 +1,9 @@
 // The readRows activity: a page of the batch's CSV, read on the worker (the batch's input holds only the path,
 // or its URL in the shared store, and sha256) and checked against the sha256 the batch started with. The page
-// comes from the CSV's rows file (input/rows-file.ts), read by position, so a worker never holds the whole CSV. Each row carries what is
-// known about it (`prior`): from earlier runs of its batch, else from other batches of the output root that paid for the
-// same request (results/request-index.ts). A page is cut by size as well as by count so that no payload comes
-// near Temporal's limit.
+// comes from the CSV's rows file (input/rows-file.ts), read by position, so a worker never holds the whole
+// CSV. Each row carries what is known about it (`prior`): from earlier runs of its batch, else from other
+// batches of the output root that paid for the same request (results/request-index.ts). A page is cut by size
+// as well as by count so that no payload comes near Temporal's limit.
 import { copyFile, link, mkdir, rm, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { EnhanceOptions } from '../contract/enhance';
