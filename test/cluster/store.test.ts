@@ -1,0 +1,158 @@
+// Machines that share nothing but the Temporal cluster, an object store and the gateway key: the self-hosted
+// server on PostgreSQL (scripts/cluster.sh), a real S3-compatible server (versitygw), two `vidbatch worker`s
+// each in its own folder with its own out root, a starter in a third, all with one VIDBATCH_STORE, and a
+// hostile simulator. During the batch one worker is SIGKILLed and the object server restarted. Runs when
+// VIDBATCH_CLUSTER_ADDRESS names the cluster (see cluster.test.ts), and needs versitygw (test/s3-server.ts).
+import { existsSync, readdirSync } from 'node:fs';
+import { mkdir, mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { writeVbenchCsv } from '../../bench/vbench';
+import { readManifest } from '../../src/results/manifest';
+import { S3Store } from '../../src/store/s3-store';
+import { background, vidbatch } from '../integration/cli-helpers';
+import { required } from '../requirements';
+import { requireVersitygw, startS3Server } from '../s3-server';
+
+const ADDRESS = process.env.VIDBATCH_CLUSTER_ADDRESS;
+const ROWS = 200;
+
+required(Boolean(ADDRESS), {
+  tag: 'cluster',
+  missing: 'no cluster (VIDBATCH_CLUSTER_ADDRESS is not set)',
+  remedy:
+    'Run `scripts/cluster.sh up` and set VIDBATCH_CLUSTER_ADDRESS=127.0.0.1:27233 (what `scripts/cluster.sh env` prints) to run test/cluster',
+  inCi: '`scripts/cluster.sh up` failed or did not run in .ci/run (see its output)',
+});
+const versitygw = ADDRESS ? requireVersitygw() : undefined;
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterAll(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe.runIf(ADDRESS && versitygw)('the cluster with an object store and nothing else shared', () => {
+  it('finishes every row once, every video in the bucket, through a worker SIGKILL and a store restart', async () => {
+    const s3 = await startS3Server(versitygw!, 'vidbatch-cluster');
+    cleanups.push(() => s3.stop());
+    const base = await mkdtemp(join(tmpdir(), 'vidbatch-cluster-store-'));
+    const folders = [join(base, 'machine-1'), join(base, 'machine-2'), join(base, 'starter')];
+    for (const dir of folders) await mkdir(dir);
+    const store = `s3://${s3.bucket}/shared`;
+    const shared = { TEMPORAL_ADDRESS: ADDRESS!, VIDBATCH_STORE: store, ...s3.env };
+
+    // Hostile: Idempotency-Key ignored (the default), 503s, dropped connections and 429s on every route.
+    const sim = background(
+      ['simulator', '--port', '0', '--job-seconds', '3', '--job-jitter', '1', '--rate-limit', '40'].concat([
+        '--fault-5xx',
+        '0.02',
+        '--fault-drop',
+        '0.01',
+        '--fault-429',
+        '0.03',
+        '--seed',
+        '29',
+      ]),
+      { cwd: base },
+    );
+    cleanups.push(() => sim.stop());
+    const baseUrl = (await sim.waitFor(/GATEWAY_BASE_URL=(\S+)/))[1]!;
+    const apiKey = (await sim.waitFor(/GATEWAY_API_KEY=(\S+)/))[1]!;
+    const stats = async () =>
+      (await (await fetch(new URL('/admin/stats', baseUrl))).json()) as {
+        jobsCreated: number;
+        idempotencyKeysBilledMoreThanOnce: Record<string, number>;
+      };
+
+    const workerEnv = {
+      ...shared,
+      GATEWAY_BASE_URL: baseUrl,
+      GATEWAY_API_KEY: apiKey,
+      GATEWAY_TIMEOUT_MS: '5000',
+      GATEWAY_SUBMIT_TIMEOUT_MS: '5000',
+      VIDBATCH_SHUTDOWN_GRACE_MS: '3000',
+    };
+    const startWorker = async (dir: string) => {
+      const w = background(['worker'], { cwd: dir, env: workerEnv });
+      cleanups.push(() => w.stop());
+      await w.waitFor(/vidbatch worker polling task queue/, 120_000);
+      return w;
+    };
+    const workers = [await startWorker(folders[0]!), await startWorker(folders[1]!)];
+
+    // Row ids unique to this run: the batch id is the content's hash, and the cluster outlives test runs.
+    await writeVbenchCsv(join(folders[2]!, 'prompts.csv'), ROWS, 'all_dimension', Date.now() % 1_000_000_000);
+    const poll = ['--first-poll', '3', '--poll-interval', '1', '--no-adaptive-poll'];
+    const run = await vidbatch(['run', 'prompts.csv', '--detach', '--concurrency', '40', ...poll], {
+      cwd: folders[2]!,
+      env: shared,
+    });
+    expect(run.code, run.stderr).toBe(0);
+    const batch = /Started batch (batch-[0-9a-f]{16})/.exec(run.stderr)![1]!;
+
+    const until = async (jobs: number) => {
+      const deadline = Date.now() + 300_000;
+      while ((await stats()).jobsCreated < jobs) {
+        if (Date.now() > deadline) throw new Error(`the simulator never reached ${jobs} jobs`);
+        await sleep(250);
+      }
+    };
+    const recovery = async (): Promise<number> => {
+      const from = Date.now();
+      const before = (await stats()).jobsCreated;
+      while ((await stats()).jobsCreated === before && Date.now() - from < 300_000) await sleep(200);
+      return (Date.now() - from) / 1000;
+    };
+    const recovered: Record<string, number> = {};
+    await until(40);
+    workers[0]!.child.kill('SIGKILL');
+    await workers[0]!.done;
+    workers[0] = await startWorker(folders[0]!);
+    recovered['worker SIGKILL'] = await recovery();
+    await until(110);
+    await s3.restart(5_000);
+    recovered['object server restart (5 s down)'] = await recovery();
+
+    const watched = await vidbatch(['watch', batch], { cwd: folders[2]!, env: shared });
+    expect([0, 3], watched.stdout + watched.stderr).toContain(watched.code); // 3: rows failed (checked below)
+
+    // Every row once in the folded results, each a success or an unknown submit it reports.
+    Object.assign(process.env, s3.env, { VIDBATCH_STORE: store });
+    const rows = await readManifest(`${store}/${batch}/manifest.jsonl`);
+    expect(new Set(rows.map((r) => r.rowId)).size).toBe(ROWS);
+    expect(rows).toHaveLength(ROWS);
+    const failed = rows.filter((r) => r.status !== 'succeeded');
+    expect(failed.filter((r) => r.errorCode !== 'submit_unknown')).toEqual([]);
+    // Every video in the bucket; none left in either worker's folders.
+    const succeeded = rows.filter((r) => r.status === 'succeeded');
+    expect(succeeded.filter((r) => !r.file?.startsWith(`${store}/${batch}/`))).toEqual([]);
+    const objects = new S3Store(store);
+    cleanups.push(() => Promise.resolve(objects.destroy()));
+    const keys: { key: string; size: number }[] = [];
+    for await (const o of objects.list(`${batch}/`)) keys.push(o);
+    expect(keys.filter((o) => o.key.endsWith('.mp4'))).toHaveLength(succeeded.length);
+    for (const dir of folders.slice(0, 2)) {
+      const out = join(dir, 'out');
+      const left = existsSync(out) ? readdirSync(out, { recursive: true }).map(String) : [];
+      expect(left.filter((f) => f.endsWith('.mp4') || f.endsWith('.jsonl'))).toEqual([]);
+    }
+    // A row has more than one job at the gateway only when its submit's outcome was unknown and the row says so.
+    const s = await stats();
+    const flagged = new Set(rows.filter((r) => (r.unknownSubmits ?? 0) > 0).map((r) => r.rowId));
+    const paidTwice = Object.keys(s.idempotencyKeysBilledMoreThanOnce).map((k) => k.split(':')[2]!);
+    expect(paidTwice.filter((row) => !flagged.has(row))).toEqual([]);
+
+    const journal = keys.filter((o) => o.key.includes('/jobs.jsonl/'));
+    const results = keys.filter((o) => o.key.includes('/manifest.jsonl/'));
+    const per1000 = (n: number) => Math.round((n * 1000) / ROWS);
+    console.log(
+      `[cluster+store] ${ROWS} rows: ${failed.length} failed (unknown submits), ${flagged.size} flagged, ` +
+        `${s.jobsCreated} jobs; recovered (s to the next job): ${JSON.stringify(recovered)}; per 1,000 rows: ` +
+        `journal ${per1000(journal.length)} objects / ${per1000(journal.reduce((n, o) => n + o.size, 0) / 1024)} KiB, ` +
+        `results ${per1000(results.length)} objects / ${per1000(results.reduce((n, o) => n + o.size, 0) / 1024)} KiB`,
+    );
+  }, 900_000);
+});
