@@ -59,8 +59,13 @@ export async function fetchVideo(
     if (!stored) return { file, sha256, bytes, verification };
     const inStore = await allowedFile(outDir, name, 'out', roots);
     const { store, key } = await objectAt(inStore);
-    await store.upload(key, createReadStream(file), { contentType: 'video/mp4', metadata: { sha256 } });
-    await rm(file, { force: true });
+    try {
+      await store.upload(key, createReadStream(file), { contentType: 'video/mp4', metadata: { sha256 } });
+    } finally {
+      // Uploaded or not, the copy goes: the retry of a failed upload may run on another worker, which fetches
+      // the video again, and nothing of the batch stays here.
+      await rm(file, { force: true });
+    }
     return { file: inStore, sha256, bytes, verification };
   } catch (err) {
     if (err instanceof DownloadError) throw downloadFailed(err);
