@@ -38,7 +38,7 @@ export function required(met: boolean, r: Requirement): boolean {
   return false;
 }
 
-function executable(path: string): boolean {
+export function executable(path: string): boolean {
   try {
     accessSync(path, constants.X_OK);
     return true;

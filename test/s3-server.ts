@@ -3,14 +3,13 @@
 // its own server on a free port, over a fresh folder, with one bucket; `restart` stops and starts it on the
 // same port and folder (objects kept), as an outage would.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { defaultCacheDir } from '../src/dev-server/cli-binary';
-import { required } from './requirements';
+import { executable, required } from './requirements';
 
 // The SDK's notice about later versions needing Node 22 (vidbatch pins its version; src/store/s3-store.ts).
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
@@ -21,12 +20,7 @@ export const VERSITYGW_VERSION = 'v1.8.0'; // scripts/s3.sh VERSION
 export function findVersitygw(): string | undefined {
   const path =
     process.env.VERSITYGW_PATH || join(defaultCacheDir(), 'versitygw', VERSITYGW_VERSION, 'versitygw');
-  try {
-    accessSync(path, constants.X_OK);
-    return path;
-  } catch {
-    return undefined;
-  }
+  return executable(path) ? path : undefined;
 }
 
 /** versitygw for tests that need an object store: its path, or undefined after `required` said how to get it. */
@@ -47,6 +41,7 @@ export interface S3Server {
   bucket: string;
   /** The AWS SDK settings a vidbatch process needs to reach the bucket. */
   env: Record<string, string>;
+  client(): S3Client;
   /** Stops the server, keeps it down `downMs`, and starts it again on the same port and folder. */
   restart(downMs?: number): Promise<void>;
   stop(): Promise<void>;
@@ -106,18 +101,18 @@ export async function startS3Server(binary: string, bucket = 'vidbatch-test'): P
     AWS_REGION: 'us-east-1',
     AWS_ENDPOINT_URL_S3: endpoint,
   };
-  const client = new S3Client({
-    region: env.AWS_REGION,
-    endpoint,
-    forcePathStyle: true,
-    credentials: { accessKeyId: access, secretAccessKey: secret },
-  });
-  await client.send(new CreateBucketCommand({ Bucket: bucket }));
-  client.destroy();
-  return {
+  const server = {
     endpoint,
     bucket,
     env,
+    /** An S3 client of the server's, for a test to look in the bucket itself (destroy it after). */
+    client: () =>
+      new S3Client({
+        region: env.AWS_REGION,
+        endpoint,
+        forcePathStyle: true,
+        credentials: { accessKeyId: access, secretAccessKey: secret },
+      }),
     restart: async (downMs = 0) => {
       await stop();
       await new Promise((r) => setTimeout(r, downMs));
@@ -125,4 +120,8 @@ export async function startS3Server(binary: string, bucket = 'vidbatch-test'): P
     },
     stop,
   };
+  const client = server.client();
+  await client.send(new CreateBucketCommand({ Bucket: bucket }));
+  client.destroy();
+  return server;
 }

@@ -3,7 +3,7 @@
 // at a time, so one of any size is never held as one string (V8 refuses strings past 512 MiB). A path that is
 // a store URL names an object log instead (store/object-log.ts), read the same way.
 import { open } from 'node:fs/promises';
-import { logAt, ObjectLogTail } from '../store/object-log';
+import { logAt, ObjectLogTail, parseJsonLines } from '../store/object-log';
 import { isStoreUrl } from '../store/store-url';
 
 const CHUNK_BYTES = 1024 * 1024;
@@ -13,18 +13,6 @@ export async function readJsonl<T>(path: string): Promise<T[]> {
   const records: T[] = [];
   await new JsonlTail<T>(path).read((r) => records.push(r));
   return records;
-}
-
-function parseLines<T>(text: string, each: (record: T) => void): void {
-  for (const line of text.split('\n')) {
-    if (!line.trim()) continue;
-    try {
-      const record = JSON.parse(line) as unknown;
-      if (record && typeof record === 'object') each(record as T);
-    } catch {
-      // a torn line from a crash mid-append: the retry wrote the record again
-    }
-  }
 }
 
 /**
@@ -78,7 +66,7 @@ export class JsonlTail<T> {
           carried = buffer;
           continue;
         }
-        parseLines<T>(buffer.subarray(0, end + 1).toString('utf8'), take);
+        parseJsonLines<T>(buffer.subarray(0, end + 1).toString('utf8'), take);
         this.offset += end + 1;
         carried = buffer.subarray(end + 1);
       }

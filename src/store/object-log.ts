@@ -15,14 +15,15 @@ const orderOf = (key: string, prefix: string) =>
   Number(key.slice(prefix.length, prefix.length + ORDER_DIGITS));
 const pad = (ms: number) => String(Math.max(0, Math.floor(ms))).padStart(ORDER_DIGITS, '0');
 
-function parseLines<T>(text: string, each: (record: T) => void): void {
+/** Each JSON object of a JSON-lines text, in order; a line that is not one (torn, foreign) is skipped. */
+export function parseJsonLines<T>(text: string, each: (record: T) => void): void {
   for (const line of text.split('\n')) {
     if (!line.trim()) continue;
     try {
       const record = JSON.parse(line) as unknown;
       if (record && typeof record === 'object') each(record as T);
     } catch {
-      // not ours (a stray object under the prefix): skipped, as a local log skips a torn line
+      // a torn line (a crash mid-append), or not ours: the record's writer wrote it again whole
     }
   }
 }
@@ -79,7 +80,7 @@ export class ObjectLogTail<T> {
       if (!chunks) continue; // deleted since it was listed
       const parts: Buffer[] = [];
       for await (const c of chunks) parts.push(Buffer.from(c));
-      parseLines(Buffer.concat(parts).toString('utf8'), each);
+      parseJsonLines(Buffer.concat(parts).toString('utf8'), each);
       const order = orderOf(key, prefix);
       this.seen.set(key, order);
       this.newest = Math.max(this.newest, order);

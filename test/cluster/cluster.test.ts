@@ -13,22 +13,13 @@ import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { writeVbenchCsv } from '../../bench/vbench';
 import { findTemporalCli } from '../../src/dev-server/cli-binary';
-import { background, vidbatch } from '../integration/cli-helpers';
-import { required } from '../requirements';
+import { vidbatch } from '../integration/cli-helpers';
+import { hostileFlags, requireCluster, simulatorProcess, workerStarter } from './helpers';
 
-const ADDRESS = process.env.VIDBATCH_CLUSTER_ADDRESS;
+const ADDRESS = requireCluster();
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const SCRIPT = join(ROOT, 'scripts', 'cluster.sh');
 const ROWS = 300;
-
-// The failing test is defined only when it must fail, so a run with the cluster up lists no extra test.
-required(Boolean(ADDRESS), {
-  tag: 'cluster',
-  missing: 'no cluster (VIDBATCH_CLUSTER_ADDRESS is not set)',
-  remedy:
-    'Run `scripts/cluster.sh up` and set VIDBATCH_CLUSTER_ADDRESS=127.0.0.1:27233 (what `scripts/cluster.sh env` prints) to run test/cluster',
-  inCi: '`scripts/cluster.sh up` failed or did not run in .ci/run (see its output)',
-});
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterAll(async () => {
@@ -43,14 +34,6 @@ async function cluster(command: string): Promise<void> {
   console.log(`[cluster] scripts/cluster.sh ${command}: ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 
-interface SimStats {
-  jobsCreated: number;
-  requests: Record<string, Record<string, number>>;
-  idempotencyKeysBilledMoreThanOnce: Record<string, number>;
-  faultsInjected: Record<string, number>;
-  ambiguousSubmitsTotal: number;
-}
-
 describe.skipIf(!ADDRESS)('the self-hosted cluster (Temporal on PostgreSQL, scripts/cluster.sh)', () => {
   it('finishes a batch on two workers through a worker SIGKILL, a server restart and a PostgreSQL restart', async () => {
     const base = await mkdtemp(join(tmpdir(), 'vidbatch-cluster-'));
@@ -61,51 +44,19 @@ describe.skipIf(!ADDRESS)('the self-hosted cluster (Temporal on PostgreSQL, scri
     for (const dir of [shared.in, shared.out, ...folders]) await mkdir(dir, { recursive: true });
     const temporal = { TEMPORAL_ADDRESS: ADDRESS! };
 
-    // Hostile: Idempotency-Key ignored (the default), 503s, dropped connections and 429s on every route.
-    const sim = background(
-      [
-        'simulator',
-        '--port',
-        '0',
-        '--job-seconds',
-        '3',
-        '--job-jitter',
-        '1',
-        '--rate-limit',
-        '40',
-        '--fault-5xx',
-        '0.02',
-        '--fault-drop',
-        '0.01',
-        '--fault-429',
-        '0.03',
-        '--seed',
-        '20',
-      ],
-      { cwd: base },
-    );
-    cleanups.push(() => sim.stop());
-    const baseUrl = (await sim.waitFor(/GATEWAY_BASE_URL=(\S+)/))[1]!;
-    const apiKey = (await sim.waitFor(/GATEWAY_API_KEY=(\S+)/))[1]!;
-    const stats = async (): Promise<SimStats> =>
-      (await (await fetch(new URL('/admin/stats', baseUrl))).json()) as SimStats;
+    const sim = await simulatorProcess(hostileFlags(20), base, cleanups);
+    const { baseUrl, apiKey, stats, until, recovery } = sim;
 
-    const workerEnv = {
-      ...temporal,
-      GATEWAY_BASE_URL: baseUrl,
-      GATEWAY_API_KEY: apiKey,
-      VIDBATCH_INPUT_ROOT: shared.in,
-      VIDBATCH_OUT_ROOT: shared.out,
-      GATEWAY_TIMEOUT_MS: '5000',
-      GATEWAY_SUBMIT_TIMEOUT_MS: '5000',
-      VIDBATCH_SHUTDOWN_GRACE_MS: '3000',
-    };
-    const startWorker = async (dir: string) => {
-      const w = background(['worker'], { cwd: dir, env: workerEnv });
-      cleanups.push(() => w.stop());
-      await w.waitFor(/vidbatch worker polling task queue/, 120_000);
-      return w;
-    };
+    const startWorker = workerStarter(
+      {
+        ...temporal,
+        GATEWAY_BASE_URL: baseUrl,
+        GATEWAY_API_KEY: apiKey,
+        VIDBATCH_INPUT_ROOT: shared.in,
+        VIDBATCH_OUT_ROOT: shared.out,
+      },
+      cleanups,
+    );
     const workers = [await startWorker(folders[0]!), await startWorker(folders[1]!)];
 
     // Row ids unique to this run: the batch id is the content's hash, and the cluster outlives test runs.
@@ -129,22 +80,6 @@ describe.skipIf(!ADDRESS)('the self-hosted cluster (Temporal on PostgreSQL, scri
     expect(run.code, run.stderr).toBe(0);
     const batch = /Started batch (batch-[0-9a-f]{16})/.exec(run.stderr)?.[1];
     expect(batch, run.stderr).toBeDefined();
-
-    /** Waits until the simulator has created `jobs` jobs (the batch is that far along). */
-    const until = async (jobs: number) => {
-      const deadline = Date.now() + 300_000;
-      while ((await stats()).jobsCreated < jobs) {
-        if (Date.now() > deadline) throw new Error(`the simulator never reached ${jobs} jobs`);
-        await sleep(250);
-      }
-    };
-    /** Seconds from now until the simulator sees a new job: the batch submits again. */
-    const recovery = async (): Promise<number> => {
-      const from = Date.now();
-      const before = (await stats()).jobsCreated;
-      while ((await stats()).jobsCreated === before && Date.now() - from < 300_000) await sleep(200);
-      return (Date.now() - from) / 1000;
-    };
 
     const recovered: Record<string, number> = {};
     await until(40);

@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { writeVbenchCsv } from '../../bench/vbench';
 import { background, vidbatch } from '../integration/cli-helpers';
+import { simulatorProcess } from './helpers';
 
 const ADDRESS = process.env.VIDBATCH_CLUSTER_ADDRESS;
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -56,18 +57,11 @@ describe.skipIf(!ADDRESS || !OLD)('a rolling upgrade on the cluster', () => {
       VIDBATCH_TASK_QUEUE: `upgrade-${Date.now().toString(36)}`,
     };
 
-    const sim = background(
-      ['simulator', '--port', '0', '--job-seconds', '4', '--job-jitter', '1', '--rate-limit', '20'],
-      { cwd: base },
+    const { baseUrl, apiKey, stats } = await simulatorProcess(
+      ['--job-seconds', '4', '--job-jitter', '1', '--rate-limit', '20'],
+      base,
+      cleanups,
     );
-    cleanups.push(() => sim.stop());
-    const baseUrl = (await sim.waitFor(/GATEWAY_BASE_URL=(\S+)/))[1]!;
-    const apiKey = (await sim.waitFor(/GATEWAY_API_KEY=(\S+)/))[1]!;
-    const stats = async () =>
-      (await (await fetch(new URL('/admin/stats', baseUrl))).json()) as {
-        jobsCreated: number;
-        idempotencyKeysBilledMoreThanOnce: Record<string, number>;
-      };
     const workerEnv = {
       ...temporal,
       GATEWAY_BASE_URL: baseUrl,

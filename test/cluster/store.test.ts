@@ -11,28 +11,19 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { writeVbenchCsv } from '../../bench/vbench';
 import { readManifest } from '../../src/results/manifest';
 import { S3Store } from '../../src/store/s3-store';
-import { background, vidbatch } from '../integration/cli-helpers';
-import { required } from '../requirements';
+import { vidbatch } from '../integration/cli-helpers';
 import { requireVersitygw, startS3Server } from '../s3-server';
+import { hostileFlags, requireCluster, simulatorProcess, workerStarter } from './helpers';
 
-const ADDRESS = process.env.VIDBATCH_CLUSTER_ADDRESS;
+const ADDRESS = requireCluster();
 const ROWS = 200;
 
-required(Boolean(ADDRESS), {
-  tag: 'cluster',
-  missing: 'no cluster (VIDBATCH_CLUSTER_ADDRESS is not set)',
-  remedy:
-    'Run `scripts/cluster.sh up` and set VIDBATCH_CLUSTER_ADDRESS=127.0.0.1:27233 (what `scripts/cluster.sh env` prints) to run test/cluster',
-  inCi: '`scripts/cluster.sh up` failed or did not run in .ci/run (see its output)',
-});
 const versitygw = ADDRESS ? requireVersitygw() : undefined;
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterAll(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.runIf(ADDRESS && versitygw)('the cluster with an object store and nothing else shared', () => {
   it('finishes every row once, every video in the bucket, through a worker SIGKILL and a store restart', async () => {
@@ -44,43 +35,16 @@ describe.runIf(ADDRESS && versitygw)('the cluster with an object store and nothi
     const store = `s3://${s3.bucket}/shared`;
     const shared = { TEMPORAL_ADDRESS: ADDRESS!, VIDBATCH_STORE: store, ...s3.env };
 
-    // Hostile: Idempotency-Key ignored (the default), 503s, dropped connections and 429s on every route.
-    const sim = background(
-      ['simulator', '--port', '0', '--job-seconds', '3', '--job-jitter', '1', '--rate-limit', '40'].concat([
-        '--fault-5xx',
-        '0.02',
-        '--fault-drop',
-        '0.01',
-        '--fault-429',
-        '0.03',
-        '--seed',
-        '29',
-      ]),
-      { cwd: base },
+    const { baseUrl, apiKey, stats, until, recovery } = await simulatorProcess(
+      hostileFlags(29),
+      base,
+      cleanups,
     );
-    cleanups.push(() => sim.stop());
-    const baseUrl = (await sim.waitFor(/GATEWAY_BASE_URL=(\S+)/))[1]!;
-    const apiKey = (await sim.waitFor(/GATEWAY_API_KEY=(\S+)/))[1]!;
-    const stats = async () =>
-      (await (await fetch(new URL('/admin/stats', baseUrl))).json()) as {
-        jobsCreated: number;
-        idempotencyKeysBilledMoreThanOnce: Record<string, number>;
-      };
 
-    const workerEnv = {
-      ...shared,
-      GATEWAY_BASE_URL: baseUrl,
-      GATEWAY_API_KEY: apiKey,
-      GATEWAY_TIMEOUT_MS: '5000',
-      GATEWAY_SUBMIT_TIMEOUT_MS: '5000',
-      VIDBATCH_SHUTDOWN_GRACE_MS: '3000',
-    };
-    const startWorker = async (dir: string) => {
-      const w = background(['worker'], { cwd: dir, env: workerEnv });
-      cleanups.push(() => w.stop());
-      await w.waitFor(/vidbatch worker polling task queue/, 120_000);
-      return w;
-    };
+    const startWorker = workerStarter(
+      { ...shared, GATEWAY_BASE_URL: baseUrl, GATEWAY_API_KEY: apiKey },
+      cleanups,
+    );
     const workers = [await startWorker(folders[0]!), await startWorker(folders[1]!)];
 
     // Row ids unique to this run: the batch id is the content's hash, and the cluster outlives test runs.
@@ -93,19 +57,6 @@ describe.runIf(ADDRESS && versitygw)('the cluster with an object store and nothi
     expect(run.code, run.stderr).toBe(0);
     const batch = /Started batch (batch-[0-9a-f]{16})/.exec(run.stderr)![1]!;
 
-    const until = async (jobs: number) => {
-      const deadline = Date.now() + 300_000;
-      while ((await stats()).jobsCreated < jobs) {
-        if (Date.now() > deadline) throw new Error(`the simulator never reached ${jobs} jobs`);
-        await sleep(250);
-      }
-    };
-    const recovery = async (): Promise<number> => {
-      const from = Date.now();
-      const before = (await stats()).jobsCreated;
-      while ((await stats()).jobsCreated === before && Date.now() - from < 300_000) await sleep(200);
-      return (Date.now() - from) / 1000;
-    };
     const recovered: Record<string, number> = {};
     await until(40);
     workers[0]!.child.kill('SIGKILL');

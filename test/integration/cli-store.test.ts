@@ -6,7 +6,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { HeadObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { writeVbenchCsv } from '../../bench/vbench';
 import { readManifest } from '../../src/results/manifest';
@@ -92,12 +92,7 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     expect(sim.stats().jobsCreated).toBe(24);
 
     // In the bucket, under the prefix: the CSV by its sha256 and its rows file; in no worker's folder.
-    const client = new S3Client({
-      region: s3.env.AWS_REGION,
-      endpoint: s3.endpoint,
-      forcePathStyle: true,
-      credentials: { accessKeyId: s3.env.AWS_ACCESS_KEY_ID!, secretAccessKey: s3.env.AWS_SECRET_ACCESS_KEY! },
-    });
+    const client = s3.client();
     const keysUnder = async (prefix: string) =>
       (
         (await client.send(new ListObjectsV2Command({ Bucket: s3.bucket, Prefix: prefix }))).Contents ?? []
@@ -277,12 +272,7 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     cleanups.push(() => s3.stop());
     const dir = await mkdtemp(join(tmpdir(), 'vidbatch-store-bad-'));
     const env = { VIDBATCH_STORE: `s3://${s3.bucket}`, ...s3.env };
-    const client = new S3Client({
-      region: s3.env.AWS_REGION,
-      endpoint: s3.endpoint,
-      forcePathStyle: true,
-      credentials: { accessKeyId: s3.env.AWS_ACCESS_KEY_ID!, secretAccessKey: s3.env.AWS_SECRET_ACCESS_KEY! },
-    });
+    const client = s3.client();
     cleanups.push(() => Promise.resolve(client.destroy()));
     await client.send(
       new PutObjectCommand({
