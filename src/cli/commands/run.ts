@@ -43,7 +43,10 @@ export function registerRunCommand(program: Command): void {
     .description(
       'Run a batch from a CSV and show its progress until it is done. Running the same file again attaches to the same batch; Ctrl-C leaves it durable. Without TEMPORAL_ADDRESS it uses the `vidbatch server` running here or starts an embedded one, and runs a worker in this process.',
     )
-    .argument('<csv>', 'input CSV file (header row; column `prompt` required)')
+    .argument(
+      '<csv>',
+      'input CSV file, or s3://bucket/key.csv with VIDBATCH_STORE (header row; column `prompt` required)',
+    )
     .option(
       '--simulate',
       'start the gateway simulator and use it instead of GATEWAY_BASE_URL/GATEWAY_API_KEY',
