@@ -33,7 +33,13 @@ describe.runIf(ADDRESS && versitygw)('the cluster with an object store and nothi
     const folders = [join(base, 'machine-1'), join(base, 'machine-2'), join(base, 'starter')];
     for (const dir of folders) await mkdir(dir);
     const store = `s3://${s3.bucket}/shared`;
-    const shared = { TEMPORAL_ADDRESS: ADDRESS!, VIDBATCH_STORE: store, ...s3.env };
+    // A queue of its own: the other cluster tests' workers (which have no store) must not take its tasks.
+    const shared = {
+      TEMPORAL_ADDRESS: ADDRESS!,
+      VIDBATCH_TASK_QUEUE: `store-${Date.now().toString(36)}`,
+      VIDBATCH_STORE: store,
+      ...s3.env,
+    };
 
     const { baseUrl, apiKey, stats, until, recovery } = await simulatorProcess(
       hostileFlags(29),
