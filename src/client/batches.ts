@@ -23,6 +23,7 @@ import { rowsFileKey, writeRowsFile } from '../input/rows-file';
 import { putInput, sourceName, type CsvSource } from '../store/inputs';
 import { LocalStore } from '../store/local-store';
 import { openStore } from '../store/open-store';
+import { isStoreUrl } from '../store/store-url';
 import { failedRowsCsv, retryCsvPath, type LeftOut } from '../results/export';
 import { findManifest } from './batch-status';
 import { previousInput, waitForTerminatedSubmits } from './rerun';
@@ -103,8 +104,9 @@ export interface StartBatchOptions extends Partial<Omit<BatchOptions, 'poll'>> {
 }
 
 /**
- * A file edited while its batch runs makes a new batch; the old one pauses when it next reads the file. Says so,
- * and what to do with it, for every batch still running from the same path.
+ * A file edited while its batch runs makes a new batch; the old one pauses when it next reads the file, or, when
+ * its CSV was put in the store, runs on from that copy. Says so, and what to do with it, for every batch still
+ * running from the same path.
  */
 async function sayOlderBatchesOf(
   session: Session,
@@ -116,8 +118,12 @@ async function sayOlderBatchesOf(
     const query = `WorkflowType = '${batchWorkflow.name}' AND ExecutionStatus = 'Running'`;
     for await (const w of session.client.workflow.list({ query })) {
       if (w.workflowId === batchId || w.memo?.csvPath !== csvPath) continue;
+      const stored = typeof w.memo?.csvRef === 'string' && isStoreUrl(w.memo.csvRef);
       log(
-        `${w.workflowId} was started from ${csvPath} before it changed and is still running: it pauses when it next reads the file (its rows in flight finish). ` +
+        `${w.workflowId} was started from ${csvPath} before it changed and is still running: ` +
+          (stored
+            ? 'it reads its copy of the file in the store, so it runs on to its end. '
+            : 'it pauses when it next reads the file (its rows in flight finish). ') +
           `Cancel it (\`vidbatch cancel ${w.workflowId}\`): ${batchId} checks the jobs it made for unchanged rows and pays only for what changed.`,
       );
     }
@@ -272,7 +278,7 @@ export async function startBatch(
       staticDetails:
         `**CSV:** ${csvPath}\n\n**sha256:** ${csv.sha256}\n\n**Window:** ${batchOptions.concurrency} prompts` +
         (retryOf ? `\n\n**Retries the failed rows of:** ${retryOf}` : ''),
-      memo: { csvPath, ...(retryOf ? { retryOf } : {}) },
+      memo: { csvPath, ...(csvRef !== csvPath ? { csvRef } : {}), ...(retryOf ? { retryOf } : {}) },
     });
     if (!attached) await sayOlderBatchesOf(session, csvPath, batchId, log);
     return { handle, batchId, attached };
