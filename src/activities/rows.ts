@@ -4,13 +4,14 @@
 // CSV. Each row carries what is known about it (`prior`): from earlier runs of its batch, else from other
 // batches of the output root that paid for the same request (results/request-index.ts). A page is cut by size
 // as well as by count so that no payload comes near Temporal's limit.
-import { copyFile, link, mkdir, rm, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { EnhanceOptions } from '../contract/enhance';
 import { csvFileSha256, loadCsv, loadCsvFrom, type ParsedCsv } from '../input/csv';
 import { RowsFileReader, rowsFileKey, writeRowsFile } from '../input/rows-file';
 import { PathNotAllowedError } from '../errors';
 import { LocalStore } from '../store/local-store';
+import { copyAcross, sizeAt } from '../store/copy-across';
 import { isStoreUrl } from '../store/store-url';
 import type { ObjectStore } from '../store/object-store';
 import type { PageRow, PriorOutcome } from '../contract/rows';
@@ -155,7 +156,10 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots, store?: 
   const ownFolder = cached(16, (dir) => new FolderPrior(dir, false));
   const indexOf = cached(4, (root) => new RequestIndex(root));
 
-  /** The earlier batch's video, hard-linked (else copied) into this batch's folder; undefined when it has none. */
+  /**
+   * The earlier batch's video, hard-linked (else copied) where this batch's own would go: its download folder,
+   * its output folder, or beside its results in the store. Undefined when it has none reachable here.
+   */
   async function linkVideo(
     source: RequestSource,
     rowId: string,
@@ -177,11 +181,10 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots, store?: 
             roots,
           )
         : await allowedFile(ownDir, `${rowId}.mp4`, 'out', roots);
-      const there = await stat(to).catch(() => undefined);
-      if (there?.size !== kept.bytes) {
-        await mkdir(dirname(to), { recursive: true });
-        await rm(to, { force: true });
-        await link(from, to).catch(() => copyFile(from, to));
+      if ((await sizeAt(to)) !== kept.bytes) {
+        const metadata = kept.sha256 ? { sha256: kept.sha256 } : undefined;
+        if (!(await copyAcross(from, to, { contentType: 'video/mp4', ...(metadata ? { metadata } : {}) })))
+          return undefined;
       }
       return { path: to, sha256: kept.sha256, bytes: kept.bytes };
     } catch {
@@ -199,11 +202,8 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots, store?: 
       const original = input.priorOutDir
         ? await folder(await allowedPath(input.priorOutDir, 'out', roots)).refresh()
         : undefined;
-      // The request index reads an output root's folders; a batch whose results are in the store has none yet.
-      const index =
-        input.reuse && !isStoreUrl(ownDir)
-          ? await indexOf(dirname(ownDir)).refresh(input.batchId)
-          : undefined;
+      // The batch's output root, a folder or the store, holds the other batches the index reads.
+      const index = input.reuse ? await indexOf(dirname(ownDir)).refresh(input.batchId) : undefined;
       const page: PageRow[] = [];
       for (const row of rows) {
         let prior = mergePrior(own.get(row.id), original?.get(row.id, false));

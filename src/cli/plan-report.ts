@@ -11,7 +11,7 @@ import { estimateRows, type Prices } from '../results/prices';
 import { FolderPrior } from '../results/prior';
 import { RequestIndex } from '../results/request-index';
 import { loadStoreSetting } from '../config';
-import { joinStorePath } from '../store/store-url';
+import { isStoreUrl, joinStorePath } from '../store/store-url';
 import { estimateLine } from './estimate';
 
 export interface ReusePlan {
@@ -34,10 +34,12 @@ export async function reusePlan(
   batchId: string,
   reuse: boolean,
 ): Promise<{ plan: ReusePlan; newRows: PromptRow[] }> {
-  // With a shared store, a new batch keeps its results there and consults no output root's index.
-  const store = loadStoreSetting();
-  const own = await new FolderPrior(store ? joinStorePath(store, batchId) : join(outRoot, batchId)).refresh();
-  const index = reuse && !store ? await new RequestIndex(outRoot).refresh(batchId) : undefined;
+  // With a shared store, a new batch keeps its results there, beside the other batches the index reads.
+  const root = loadStoreSetting() ?? outRoot;
+  const own = await new FolderPrior(
+    isStoreUrl(root) ? joinStorePath(root, batchId) : join(root, batchId),
+  ).refresh();
+  const index = reuse ? await new RequestIndex(root).refresh(batchId) : undefined;
   const counts: ReusePlan = { doneEarlier: 0, reused: 0, followed: 0, settled: 0, newJobs: 0 };
   const newRows: PromptRow[] = [];
   for (const row of rows) {
@@ -85,7 +87,7 @@ export async function printPlan(
   const earlier = reuse.doneEarlier + reuse.reused + reuse.followed + reuse.settled;
   if (earlier)
     console.error(
-      `${reuse.newJobs} new jobs for ${csv.rows.length} rows: ${reuse.doneEarlier} done earlier in this batch, ${reuse.reused} reuse videos other batches in ${outRoot} paid for, ${reuse.followed} check jobs already made` +
+      `${reuse.newJobs} new jobs for ${csv.rows.length} rows: ${reuse.doneEarlier} done earlier in this batch, ${reuse.reused} reuse videos other batches in ${loadStoreSetting() ?? outRoot} paid for, ${reuse.followed} check jobs already made` +
         (reuse.settled
           ? `, ${reuse.settled} not sent (the same request was refused for its content, or its job forgotten)`
           : ''),

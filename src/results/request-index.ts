@@ -3,9 +3,12 @@
 // job at no cost, a job another batch made and may still finish is followed instead of paying again, and
 // unknown submit outcomes count against the row's resend bound. Nothing is stored besides the batches' own
 // manifests and jobs journals, which are read incrementally (a batch of 100k rows re-reads only what was
-// appended since the last page).
+// appended since the last page). The root may be the shared store (VIDBATCH_STORE): its batch folders are
+// read the same way, as object logs.
 import { readdir } from 'node:fs/promises';
 import { basename, join } from 'node:path';
+import { objectAt } from '../store/open-store';
+import { isStoreUrl, joinStorePath } from '../store/store-url';
 import { isContentRefusal, JOB_GONE_CODE, type PromptResult } from '../contract/prompt';
 import { rowFields, type PriorOutcome, type PromptRow } from '../contract/rows';
 import { FolderPrior, type PriorFold, type RowView } from './prior';
@@ -53,6 +56,14 @@ interface Folder {
 
 const BATCH_FOLDER = /^batch-[0-9a-f]{16}$/;
 
+/** The folders directly under a store URL (one listing, however many objects they hold). */
+async function storeFolders(url: string): Promise<string[]> {
+  const { store, key } = await objectAt(url);
+  const names: string[] = [];
+  for await (const name of store.folders(key ? `${key}/` : '')) names.push(name);
+  return names;
+}
+
 export class RequestIndex {
   private readonly folders = new Map<string, Folder>();
 
@@ -63,11 +74,15 @@ export class RequestIndex {
    * asking batch's own folder, is never read: its rows are its own prior, folded elsewhere.
    */
   async refresh(except?: string): Promise<this> {
-    const names = await readdir(this.root).catch(() => [] as string[]);
+    const store = isStoreUrl(this.root);
+    const names = store
+      ? await storeFolders(this.root)
+      : await readdir(this.root).catch(() => [] as string[]);
     for (const name of names.filter((n) => BATCH_FOLDER.test(n) && n !== except)) {
       let folder = this.folders.get(name);
       if (!folder) {
-        folder = { prior: new FolderPrior(join(this.root, name)), rowsByRequest: new Map() };
+        const dir = store ? joinStorePath(this.root, name) : join(this.root, name);
+        folder = { prior: new FolderPrior(dir), rowsByRequest: new Map() };
         this.folders.set(name, folder);
       }
       const { fold, mentions, reset } = await folder.prior.update();

@@ -3,7 +3,7 @@
 // an object and a crashed writer leaves at most a `.tmp` file.
 import { randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { link, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { copyFile, link, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -115,6 +115,32 @@ export class LocalStore implements ObjectStore {
     for (const key of keys) {
       const file = await stat(join(this.url, key)).catch(() => undefined);
       if (file) yield { key, size: file.size };
+    }
+  }
+
+  async *folders(prefix: string): AsyncIterable<string> {
+    const dir = prefix ? join(this.url, checkKey(prefix.replace(/\/$/, ''))) : this.url;
+    const entries = await readdir(dir, { withFileTypes: true }).catch((err: unknown) => {
+      if (isMissing(err)) return [];
+      throw err;
+    });
+    for (const e of entries.filter((e) => e.isDirectory()).sort((a, b) => (a.name < b.name ? -1 : 1)))
+      yield e.name;
+  }
+
+  async copy(from: string, to: string): Promise<boolean> {
+    const source = this.urlOf(from);
+    const path = this.urlOf(to);
+    if (!(await this.head(from))) return false;
+    await mkdir(dirname(path), { recursive: true });
+    const tmp = `${path}.${randomUUID()}.tmp`;
+    try {
+      // A hard link shares the bytes (both names keep them); across file systems, a copy.
+      await link(source, tmp).catch(() => copyFile(source, tmp));
+      await rename(tmp, path);
+      return true;
+    } finally {
+      await rm(tmp, { force: true });
     }
   }
 

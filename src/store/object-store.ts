@@ -43,6 +43,10 @@ export interface ObjectStore {
   ): Promise<void>;
   /** Keys starting with `prefix`, in key order; with `startAfter`, only the keys after it. */
   list(prefix: string, startAfter?: string): AsyncIterable<{ key: string; size: number }>;
+  /** The names of the folders directly under `prefix` (`''`, or ending in `/`) that hold an object, in order. */
+  folders(prefix: string): AsyncIterable<string>;
+  /** Writes `to` with the bytes (and metadata) of `from`, inside the store; false when there is no `from`. */
+  copy(from: string, to: string): Promise<boolean>;
   delete(key: string): Promise<void>;
 }
 

@@ -23,7 +23,8 @@ export async function openStore(setting: string | undefined, localRoot: string):
 }
 
 /**
- * The store holding `url` and its key there: a store this process opened, else this process's VIDBATCH_STORE.
+ * The store holding `url` and its key there (`''` for the store's own URL): a store this process opened, else
+ * this process's VIDBATCH_STORE.
  * Throws PathNotAllowedError when neither holds it.
  */
 export async function objectAt(url: string): Promise<{ store: ObjectStore; key: string }> {
@@ -33,6 +34,8 @@ export async function objectAt(url: string): Promise<{ store: ObjectStore; key: 
     const store = await pending;
     const key = store.keyOf(url);
     if (key !== undefined) return { store, key };
+    // The store itself (its folders are listed from key '').
+    if (store.url === url.replace(/\/+$/, '')) return { store, key: '' };
   }
   throw new PathNotAllowedError(url, [...opened.keys()], 'VIDBATCH_STORE');
 }

@@ -3,6 +3,7 @@
 // for a service other than AWS, which is then addressed path-style (`endpoint/bucket/key`), as such services
 // expect. Credentials stay in the process that holds them: workflow input carries `s3://` URLs only.
 import {
+  CopyObjectCommand,
   DeleteObjectCommand,
   GetObjectCommand,
   HeadObjectCommand,
@@ -162,6 +163,42 @@ export class S3Store implements ObjectStore {
         if (o.Key) yield { key: o.Key.slice(this.prefix.length), size: o.Size ?? 0 };
       token = out.IsTruncated ? out.NextContinuationToken : undefined;
     } while (token);
+  }
+
+  async *folders(prefix: string): AsyncIterable<string> {
+    let token: string | undefined;
+    const under = this.prefix + (prefix ? checkKey(prefix.replace(/\/$/, '')) + '/' : '');
+    do {
+      // The delimiter lists each folder once however many objects it holds.
+      const out = await this.client.send(
+        new ListObjectsV2Command({
+          Bucket: this.bucket,
+          Prefix: under,
+          Delimiter: '/',
+          ...(token ? { ContinuationToken: token } : {}),
+        }),
+      );
+      for (const p of out.CommonPrefixes ?? [])
+        if (p.Prefix) yield p.Prefix.slice(under.length).replace(/\/$/, '');
+      token = out.IsTruncated ? out.NextContinuationToken : undefined;
+    } while (token);
+  }
+
+  async copy(from: string, to: string): Promise<boolean> {
+    try {
+      // Server-side (no bytes through this process), metadata included; one request up to S3's 5 GB.
+      await this.client.send(
+        new CopyObjectCommand({
+          Bucket: this.bucket,
+          Key: this.objectKey(to),
+          CopySource: `${this.bucket}/${this.objectKey(from).split('/').map(encodeURIComponent).join('/')}`,
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (statusOf(err) === 404 || (err as { name?: string }).name === 'NoSuchKey') return false;
+      throw err;
+    }
   }
 
   async delete(key: string): Promise<void> {

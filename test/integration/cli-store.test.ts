@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HeadObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { writeVbenchCsv } from '../../bench/vbench';
+import { stringify } from 'csv-stringify/sync';
+import { vbenchPrompts, writeVbenchCsv } from '../../bench/vbench';
 import { readManifest } from '../../src/results/manifest';
 import { startSimulator, type Simulator } from '../../src/simulator/server';
 import { requireVersitygw, startS3Server, type S3Server } from '../s3-server';
@@ -266,6 +267,68 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     expect(review.code, review.stderr).toBe(0);
     expect(review.stdout).toContain(`30 rows: ${join(other, 'out', batchId, 'review.html')}`);
   }, 300_000);
+
+  it('an edited CSV pays for its changed rows only: the other batches in the store are its request index', async () => {
+    const s3 = await startS3Server(versitygw!, 'vidbatch-index');
+    cleanups.push(() => s3.stop());
+    const sim = await startSimulator({ jobSeconds: 1, jobJitterSeconds: 0.5 });
+    cleanups.push(() => sim.close());
+    const { root, starterDir, shared } = await threeMachines(s3, sim);
+    const prompts = (await vbenchPrompts()).slice(0, 13);
+    const write = (dir: string, rows: string[][]) =>
+      writeFile(join(dir, 'prompts.csv'), stringify([['id', 'prompt'], ...rows]));
+    const rows = prompts.slice(0, 12).map((p, i) => [`r${i + 1}`, p]);
+    await write(starterDir, rows);
+    const first = await vidbatch(['run', 'prompts.csv', ...FAST_POLL_FLAGS], {
+      cwd: starterDir,
+      env: shared,
+    });
+    expect(first.code, first.stderr).toBe(0);
+    const batchA = /(batch-[0-9a-f]{16}):/.exec(first.stdout)![1]!;
+    expect(sim.stats().jobsCreated).toBe(12);
+
+    // Another machine, the file fixed there: one prompt changed, one row added. It has no folder of the first.
+    const other = join(root, 'other-starter');
+    await mkdir(other);
+    const edited = [...rows, ['r13', prompts[12]!]];
+    edited[2] = ['r3', `${rows[2]![1]} at dusk`];
+    await write(other, edited);
+    const plan = await vidbatch(['plan', 'prompts.csv'], { cwd: other, env: shared });
+    expect(plan.code, plan.stderr).toBe(0);
+    expect((JSON.parse(plan.stdout) as { reuse: unknown }).reuse).toEqual({
+      doneEarlier: 0,
+      reused: 11,
+      followed: 0,
+      settled: 0,
+      newJobs: 2,
+    });
+    expect(plan.stderr).toContain(`11 reuse videos other batches in s3://${s3.bucket}/team paid for`);
+    const second = await vidbatch(['run', 'prompts.csv', ...FAST_POLL_FLAGS], { cwd: other, env: shared });
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toContain('13 succeeded, 0 failed of 13');
+    expect(sim.stats().jobsCreated).toBe(14);
+    const batchB = /(batch-[0-9a-f]{16}):/.exec(second.stdout)![1]!;
+    const recorded = [...(await recordedRows(s3, batchB)).values()];
+    const reused = recorded.filter((r) => r.reusedFrom);
+    expect(reused.map((r) => r.reusedFrom!.batchId)).toEqual(Array(11).fill(batchA));
+    // Each reused video copied beside the new batch's results in the bucket, its sha256 kept with it.
+    const client = s3.client();
+    cleanups.push(() => Promise.resolve(client.destroy()));
+    for (const r of reused) {
+      expect(r.file).toBe(`s3://${s3.bucket}/team/${batchB}/${r.rowId}.mp4`);
+      const head = await client.send(
+        new HeadObjectCommand({ Bucket: s3.bucket, Key: `team/${batchB}/${r.rowId}.mp4` }),
+      );
+      expect(head.ContentLength).toBe(r.bytes);
+      expect(head.Metadata?.sha256).toBe(r.sha256);
+    }
+    expect(
+      recorded
+        .filter((r) => !r.reusedFrom)
+        .map((r) => r.rowId)
+        .sort(),
+    ).toEqual(['r13', 'r3']);
+  }, 240_000);
 
   it('refuses a CSV in a bucket that is missing, has errors, or comes without VIDBATCH_STORE, submitting nothing', async () => {
     const s3 = await startS3Server(versitygw!);

@@ -93,6 +93,21 @@ function contract(name: string, open: () => Promise<{ store: ObjectStore; restar
       expect(store.keyOf(store.urlOf('inputs/abc.csv'))).toBe('inputs/abc.csv');
     });
 
+    it('lists the folders under a prefix once each, and copies an object inside the store', async () => {
+      for (const k of ['fold/b/1', 'fold/b/2', 'fold/a/x/1', 'fold/top', 'folded/c/1']) await store.put(k, k);
+      expect(await collect(store.folders('fold/'))).toEqual(['a', 'b']);
+      expect(await collect(store.folders('fold/a/'))).toEqual(['x']);
+      expect(await collect(store.folders('nowhere/'))).toEqual([]);
+      expect(await collect(store.folders(''))).toContain('fold');
+      expect(await store.copy('fold/b/1', 'fold/c/copy')).toBe(true);
+      expect(await text(await store.stream('fold/c/copy'))).toBe('fold/b/1');
+      // Copied again over itself or another object: the source's bytes, whole.
+      expect(await store.copy('fold/top', 'fold/c/copy')).toBe(true);
+      expect(await text(await store.stream('fold/c/copy'))).toBe('fold/top');
+      expect(await store.copy('fold/none', 'fold/c/never')).toBe(false);
+      expect(await store.head('fold/c/never')).toBeUndefined();
+    });
+
     it('lists from a key on, as an incremental reader does', async () => {
       for (const k of ['from/1', 'from/2', 'from/3']) await store.put(k, k);
       expect((await collect(store.list('from/', 'from/1'))).map((o) => o.key)).toEqual(['from/2', 'from/3']);
