@@ -80,9 +80,13 @@ export interface CheckInput {
   unblockedAt?: number;
 }
 
-/** Heartbeat details of a submit attempt about to send: a later attempt that sees them cannot know the outcome. */
+/**
+ * Heartbeat details of a submit attempt: about to send (a later attempt that sees them cannot know the
+ * outcome unless `jobId` is there too), and the job the answer named, recorded before anything else.
+ */
 interface SubmitHeartbeat {
   sending: boolean;
+  jobId?: string;
 }
 
 /**
@@ -286,6 +290,22 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
       const heartbeat = ctx.info.heartbeatDetails as SubmitHeartbeat | undefined;
       const { batchId, row } = input;
       const key = idempotencyKey(input.keyBatchId ?? batchId, row.id, input.generation);
+      if (heartbeat?.jobId) {
+        // The previous attempt had the job's id and died before returning it: no journal read needed. Its
+        // journal line may be missing, so it is written (again: readers count one job once).
+        ctx.log.info("job found in the last attempt's heartbeat; not sending again", {
+          rowId: row.id,
+          jobId: heartbeat.jobId,
+        });
+        const journalError = await journal(input, { rowId: row.id, jobId: heartbeat.jobId });
+        await reportSent(ctx, input);
+        return {
+          jobId: heartbeat.jobId,
+          submittedAt: Date.now(),
+          attempts: attempt,
+          ...(journalError ? { journalError } : {}),
+        };
+      }
       if (heartbeat?.sending || input.afterUnknown) {
         const jobId = await journalled(input);
         if (jobId) {
@@ -326,6 +346,13 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         );
         clearInterval(beating);
         count('vidbatch_jobs_submitted');
+        // The job id goes to the server before anything else: a retry of an attempt that dies from here on
+        // finds it in the heartbeat, without reading the journal (a listing of the store's). The SDK's own
+        // throttled heartbeat gets it too, so a late one cannot take it back out.
+        ctx.heartbeat({ sending: true, jobId: job.id } satisfies SubmitHeartbeat);
+        await recordHeartbeat(ctx, { sending: true, jobId: job.id }).catch((err: unknown) => {
+          ctx.log.warn('could not record the job id in the heartbeat', { rowId: row.id, error: String(err) });
+        });
         const journalError = await journal(input, { rowId: row.id, jobId: job.id });
         await reportSent(ctx, input);
         const unsent = unsentSubmits.get(key) ?? 0;

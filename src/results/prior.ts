@@ -27,6 +27,8 @@ interface RowPrior {
   journalUnknown: number;
   /** Journal lines: every POST that made (or may have made) a job. */
   posts: number;
+  /** The job of the row's last journal line that had one. */
+  journalJob?: string;
   /** The row's request key (input/request-key.ts), for the output root's request index. */
   request?: string;
   /** What another batch reusing this row's video records: the last succeeded line's job and file. */
@@ -119,12 +121,15 @@ export class PriorFold {
     const row = this.row(e.rowId);
     if (typeof e.line === 'number') row.line = e.line;
     row.generation = Math.max(row.generation, e.generation);
+    // A job written twice (a retry that found it in its heartbeat writes it again) is one POST.
+    const again = !!e.jobId && e.jobId === row.journalJob;
+    if (e.jobId) row.journalJob = e.jobId;
     if (e.jobId && e.generation >= row.jobGeneration) {
       row.jobId = e.jobId;
       row.jobGeneration = e.generation;
     }
     if (e.unknown) row.journalUnknown += 1;
-    if (e.unknown || e.jobId) row.posts += 1;
+    if (e.unknown || (e.jobId && !again)) row.posts += 1;
     if (e.request && this.views) row.request = e.request;
   }
 

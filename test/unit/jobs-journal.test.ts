@@ -74,4 +74,38 @@ describe('jobs journal', () => {
       );
     expect(other).toBeInstanceOf(Error); // no job in the journal: it went on to send (and could not)
   });
+
+  it('a retry of an attempt that died after the answer takes the job from its heartbeat, and journals it', async () => {
+    const out = await mkdtemp(join(tmpdir(), 'vidbatch-journal-'));
+    // Nothing listens on port 9: a POST would fail, and no journal exists to read.
+    const gateway = new GatewayClient({
+      baseUrl: 'http://127.0.0.1:9/v1',
+      apiKey: () => 'sk-x',
+      timeoutMs: 500,
+    });
+    const activities = createJobActivities(gateway, out);
+    const submitJob = (input: SubmitInput) => activities.submitJob(input);
+    const row = { id: 'r1', line: 2, prompt: 'p', model: 'm', input: { prompt: 'p' }, parameters: {} };
+    const env = new MockActivityEnvironment({
+      attempt: 2,
+      heartbeatDetails: { sending: true, jobId: 'vid_hb' },
+    });
+    const found = await env.run<[SubmitInput], SubmitResult, typeof submitJob>(submitJob, {
+      batchId: 'batch-x',
+      row,
+    });
+    expect(found.jobId).toBe('vid_hb');
+    expect(found.journalError).toBeUndefined();
+    expect(await readJournal(join(out, 'batch-x'))).toMatchObject([
+      { rowId: 'r1', jobId: 'vid_hb', generation: 0 },
+    ]);
+    // Without the job id, the same heartbeat means the outcome is unknown: flagged, not sent again.
+    const unknown = await new MockActivityEnvironment({ attempt: 2, heartbeatDetails: { sending: true } })
+      .run(submitJob, { batchId: 'batch-x', row: { ...row, id: 'r2' } })
+      .then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+    expect(unknown?.message).toMatch(/ended while sending/);
+  });
 });

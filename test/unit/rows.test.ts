@@ -57,6 +57,8 @@ describe('readRows', () => {
     await appendJournal(out, { rowId: 'r2', unknown: true, generation: 0, at });
     await appendJournal(out, { rowId: 'r3', jobId: 'vid_3a', generation: 0, at });
     await appendJournal(out, { rowId: 'r3', jobId: 'vid_3b', generation: 1, at });
+    // Written again by a retry that found the job in its heartbeat: still one POST.
+    await appendJournal(out, { rowId: 'r3', jobId: 'vid_3b', generation: 1, at });
     await appendResults(original, [
       result('r4', { status: 'succeeded', jobId: 'vid_4', url: 'http://x/4.mp4' }),
     ]);
@@ -95,6 +97,8 @@ describe('readRows', () => {
     });
     await appendResults(out, [result('r0', { status: 'succeeded', jobId: 'vid_0', url: 'u' })]);
     expect((await prior.refresh()).get('r0')).toMatchObject({ status: 'succeeded', url: 'u' });
+    // Read from the start (the manifest before the journal), the job is still one POST.
+    expect((await new FolderPrior(out).refresh()).get('r0')).toMatchObject({ jobId: 'vid_0', posts: 1 });
   });
 
   it('lets go of the rows a batch has read past, and reads its folder again when a new run starts over', async () => {
