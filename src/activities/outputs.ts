@@ -1,15 +1,18 @@
 // What a batch leaves on the worker's disk, or in the shared store: downloadVideo (a finished video, verified,
 // then checked against its row's request) and recordResults (rows appended to the batch's manifest, each once
-// however often the activity is retried).
+// however often the activity is retried; in the store, the batch's logs compacted now and then).
 import { createReadStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
+import type { Logger } from '@temporalio/common';
 import type { VerifiedVideo, VideoTarget } from '../contract/jobs';
 import type { PromptResult } from '../contract/prompt';
 import { DownloadError } from '../errors';
 import { downloadVerified } from '../results/download';
+import { journalPath } from '../results/jobs-journal';
 import { appendResults, manifestPath } from '../results/manifest';
+import { logAt } from '../store/object-log';
 import { askedOf, verifyVideo } from '../results/verify-video';
 import { objectAt } from '../store/open-store';
 import { isStoreUrl } from '../store/store-url';
@@ -73,6 +76,36 @@ export async function fetchVideo(
   }
 }
 
+/** How often a worker looks for parts to compact in a batch's logs in the store, and how many make it worth it. */
+const COMPACT_EVERY_MS = 60_000;
+const COMPACT_MIN_PARTS = 256;
+const compactedAt = new Map<string, number>();
+
+/**
+ * Compacts the batch's results and jobs journal in the store (store/object-log.ts), at most once a minute per
+ * batch and worker, in the background: recording never waits for it, and a compaction cut short (the worker
+ * stopped) leaves objects every reader still reads once.
+ */
+function compactLogs(dir: string, log: Logger): void {
+  const now = Date.now();
+  if (now - (compactedAt.get(dir) ?? 0) < COMPACT_EVERY_MS) return;
+  compactedAt.set(dir, now);
+  for (const [name, at] of compactedAt) if (now - at > 10 * COMPACT_EVERY_MS) compactedAt.delete(name);
+  void (async () => {
+    for (const path of [manifestPath(dir), journalPath(dir)]) {
+      try {
+        const merged = await (await logAt(path)).compact(Date.now(), COMPACT_MIN_PARTS);
+        if (merged) log.info('compacted a log in the store', { path, merged });
+      } catch (err) {
+        log.warn('could not compact a log in the store; its objects stay as they are', {
+          path,
+          error: err instanceof Error ? err.message : String(err),
+        });
+      }
+    }
+  })();
+}
+
 /**
  * `outRoot`: the root under which each batch gets `<outRoot>/<batchId>/` unless it names its own folder.
  * `roots`: where manifests and videos may be written (activities/paths.ts); undefined: anywhere.
@@ -105,6 +138,7 @@ export function createOutputActivities(outRoot: string, roots?: PathRoots) {
       const manifest = await allowedPath(manifestPath(outDir ?? resolve(outRoot, batchId)), 'out', roots);
       const dir = dirname(manifest);
       const written = await appendResults(dir, results);
+      if (isStoreUrl(dir)) compactLogs(dir, Context.current().log);
       return { manifestPath: manifestPath(dir), written };
     },
   };

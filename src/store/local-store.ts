@@ -57,12 +57,15 @@ export class LocalStore implements ObjectStore {
     }
   }
 
-  async stream(key: string): Promise<AsyncIterable<Uint8Array> | undefined> {
+  async stream(
+    key: string,
+    range?: { start: number; end: number },
+  ): Promise<AsyncIterable<Uint8Array> | undefined> {
     const handle = await open(this.urlOf(key), 'r').catch((err: unknown) => {
       if (isMissing(err)) return undefined;
       throw err;
     });
-    return handle?.createReadStream({ highWaterMark: 1 << 20 });
+    return handle?.createReadStream({ highWaterMark: 1 << 20, ...range });
   }
 
   async put(key: string, body: Buffer | string, options: PutOptions = {}): Promise<boolean> {

@@ -31,8 +31,10 @@ export interface ObjectStore {
   head(key: string): Promise<StoredObject | undefined>;
   /** Up to `length` bytes from `start` (fewer at the end, none past it); undefined when there is no object. */
   read(key: string, start: number, length: number): Promise<Buffer | undefined>;
-  /** The whole object as a stream of chunks; undefined when there is no object. */
-  stream(key: string): Promise<AsyncIterable<Uint8Array> | undefined>;
+  /** The object (or bytes `start` to `end`, inclusive) as a stream of chunks; undefined when there is no object. */
+  stream(key: string, range?: { start: number; end: number }): Promise<AsyncIterable<Uint8Array> | undefined>;
+  /** A URL that lets whoever holds it GET the object for `seconds`; a folder store has none. */
+  presign?(key: string, seconds: number): Promise<string>;
   /** Writes the object whole (readers see the old or the new, never part); true when it was written. */
   put(key: string, body: Buffer | string, options?: PutOptions): Promise<boolean>;
   /** Writes the object whole from chunks, however large (a multipart upload on S3). */

@@ -97,16 +97,35 @@ export class S3Store implements ObjectStore {
     }
   }
 
-  async stream(key: string): Promise<AsyncIterable<Uint8Array> | undefined> {
+  async stream(
+    key: string,
+    range?: { start: number; end: number },
+  ): Promise<AsyncIterable<Uint8Array> | undefined> {
     try {
       const out = await this.client.send(
-        new GetObjectCommand({ Bucket: this.bucket, Key: this.objectKey(key) }),
+        new GetObjectCommand({
+          Bucket: this.bucket,
+          Key: this.objectKey(key),
+          ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}),
+        }),
       );
       return out.Body as Readable;
     } catch (err) {
       if (statusOf(err) === 404) return undefined;
       throw err;
     }
+  }
+
+  async presign(key: string, seconds: number): Promise<string> {
+    // Loaded only here: only a gallery of videos in the store needs it.
+    const { getSignedUrl } = await import('@aws-sdk/s3-request-presigner');
+    return getSignedUrl(
+      this.client,
+      new GetObjectCommand({ Bucket: this.bucket, Key: this.objectKey(key) }),
+      {
+        expiresIn: seconds,
+      },
+    );
   }
 
   async put(key: string, body: Buffer | string, options: PutOptions = {}): Promise<boolean> {

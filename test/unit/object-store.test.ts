@@ -40,6 +40,13 @@ function contract(name: string, open: () => Promise<{ store: ObjectStore; restar
       expect((await store.read('a/one.txt', 10, 100))!.toString()).toBe('ect');
       expect((await store.read('a/one.txt', 13, 5))!.length).toBe(0);
       expect(await text(await store.stream('a/one.txt'))).toBe('hello, object');
+      expect(await text(await store.stream('a/one.txt', { start: 7, end: 9 }))).toBe('obj');
+      // A store that can hand out a link to an object: the link gets its bytes, and nothing else.
+      if (store.presign) {
+        const link = await store.presign('a/one.txt', 60);
+        expect(await (await fetch(link)).text()).toBe('hello, object');
+        expect((await fetch(link.replace('one.txt', 'two.txt'))).status).toBe(403);
+      }
       // Written again: the new bytes, whole, and a new etag.
       const before = await store.head('a/one.txt');
       expect(await store.put('a/one.txt', 'replaced')).toBe(true);
@@ -151,6 +158,54 @@ function contract(name: string, open: () => Promise<{ store: ObjectStore; restar
       const again: number[] = [];
       await log.readAll((r) => again.push(r.n));
       expect(again[0]).toBe(102);
+    });
+
+    it('compacts a log: every reader gets each record once, before, during and after, late writes included', async () => {
+      const log = new ObjectLog<{ rowId: string }>(store, 'compact/jobs.jsonl/');
+      const t0 = 1_700_000_000_000;
+      const write = (from: number, n: number, at = (i: number) => t0 + i) =>
+        Promise.all(
+          Array.from({ length: n }, (_, k) => log.append([{ rowId: `r${from + k}` }], at(from + k))),
+        );
+      const rows = async (tail?: ObjectLogTail<{ rowId: string }>) => {
+        const got: string[] = [];
+        await (tail ?? new ObjectLogTail(log)).read((r) => got.push(r.rowId));
+        return got;
+      };
+      const range = (from: number, n: number) => Array.from({ length: n }, (_, k) => `r${from + k}`);
+      await write(0, 120);
+      const tail = new ObjectLogTail(log);
+      expect(await rows(tail)).toEqual(range(0, 120));
+      const later = t0 + 119 + 2 * LOG_LOOKBACK_MS + 1;
+      // Not due: too few parts, or none old enough.
+      expect(await log.compact(later, 200)).toBe(0);
+      expect(await log.compact(t0, 10)).toBe(0);
+      expect(await log.compact(later, 100)).toBe(120);
+      expect((await log.objects()).map((o) => o.parts)).toEqual([120]);
+      expect(await rows()).toEqual(range(0, 120));
+      expect(await rows(tail)).toEqual([]);
+      // A write landing late, stamped before the compaction's cutoff: read by new readers and by the tail.
+      await write(120, 1, () => t0 + 5);
+      expect((await rows()).sort()).toEqual(range(0, 121).sort());
+      expect(await rows(tail)).toEqual(['r120']);
+      // The next compaction waits for half as many new parts as the compacted object holds, then merges them.
+      await write(121, 40, (i) => t0 + 1_000 + i);
+      expect(await log.compact(later + 2_000, 10)).toBe(0);
+      await write(161, 40, (i) => t0 + 1_000 + i);
+      expect(await log.compact(later + 2_000, 10)).toBe(81);
+      expect((await log.objects()).map((o) => o.parts)).toEqual([201]);
+      expect((await rows()).sort()).toEqual(range(0, 201).sort());
+      expect(await rows(tail)).toEqual(range(121, 80));
+      expect(await rows(tail)).toEqual([]);
+      // Parts written again beside the compacted object (as a reader listing between a compaction's upload and
+      // its deletes sees them): still each record once, and the next compaction drops them.
+      await write(0, 120);
+      const twice = await rows();
+      expect(twice).toHaveLength(201);
+      expect(twice.sort()).toEqual(range(0, 201).sort());
+      expect(await log.compact(later + 2_000, 10)).toBe(120);
+      expect(await log.objects()).toHaveLength(1);
+      expect((await rows()).sort()).toEqual(range(0, 201).sort());
     });
 
     it('keeps its objects across a restart of the server', async () => {
