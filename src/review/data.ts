@@ -38,8 +38,11 @@ export interface ReviewRow {
   reusedFrom?: ReusedFrom;
   submittedAt?: string;
   finishedAt?: string;
-  /** `local`: the downloaded file (a path relative to the page, or the server's URL); else the provider URL. */
-  video?: { src: string; local: boolean };
+  /**
+   * `local`: vidbatch's copy (the downloaded file as a path relative to the page, the server's URL, or a link
+   * into the store valid `until`); else the provider URL.
+   */
+  video?: { src: string; local: boolean; until?: string };
   downloadError?: string;
   verification?: RowVerification;
   estimatedCost?: number;
@@ -88,8 +91,10 @@ export interface ReviewExtras {
 export interface VideoLinks {
   /** The page's folder: downloaded files are linked relative to it (file://). */
   pageDir: string;
-  /** `review --serve`: the server's URL of a row's file instead. */
+  /** `review --serve`: the server's URL of a row's file instead (it serves the store's copies too). */
   serverUrl?: (rowId: string) => string;
+  /** A written page: links into the store for videos kept there and not downloaded here, by `s3://` URL. */
+  storeLinks?: { hrefs: Map<string, string>; until: string };
 }
 
 /** A relative file path as a URL path (each segment encoded: names may hold `#`, `?` or spaces). */
@@ -110,6 +115,11 @@ function videoOf(r: PromptResult, links: VideoLinks, fileExists: (f: string) => 
   const file = localFileOf(r, links.pageDir);
   if (file && fileExists(file))
     return { src: links.serverUrl ? links.serverUrl(r.rowId) : fileHref(links.pageDir, file), local: true };
+  if (r.file && isStoreUrl(r.file)) {
+    if (links.serverUrl) return { src: links.serverUrl(r.rowId), local: true };
+    const href = links.storeLinks?.hrefs.get(r.file);
+    if (href) return { src: href, local: true, until: links.storeLinks!.until };
+  }
   return r.url ? { src: r.url, local: false } : undefined;
 }
 

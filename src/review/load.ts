@@ -8,7 +8,9 @@ import { parseCsv } from '../input/csv';
 import { readJournal } from '../results/jobs-journal';
 import { readManifest } from '../results/manifest';
 import { csvCells } from './csv-cells';
-import { buildReviewData, type ReviewData, type ReviewSources, type VideoLinks } from './data';
+import { objectAt } from '../store/open-store';
+import { isStoreUrl } from '../store/store-url';
+import { buildReviewData, localFileOf, type ReviewData, type ReviewSources, type VideoLinks } from './data';
 import { reviewExtras } from './extras';
 import type { Prices } from '../results/prices';
 
@@ -62,11 +64,39 @@ export async function reviewData(t: ReviewTarget, links: VideoLinks): Promise<Re
   return reviewDataOf(await loadSources(t), t, links);
 }
 
+/** How long a written page's links into the store work: the longest S3 allows (SigV4: 7 days). */
+export const STORE_LINK_SECONDS = 7 * 24 * 3600;
+
+/**
+ * Links into the store for the videos kept there that are not downloaded beside the page. They carry a
+ * signature, not the store's credentials, and let whoever has the page play those videos until they expire.
+ */
+async function storeLinks(sources: ReviewSources, pageDir: string): Promise<VideoLinks['storeLinks']> {
+  const hrefs = new Map<string, string>();
+  const stored = sources.manifest.filter(
+    (r) => r.status === 'succeeded' && r.file && isStoreUrl(r.file) && !existsSync(localFileOf(r, pageDir)!),
+  );
+  if (!stored.length) return undefined;
+  const until = new Date(Date.now() + STORE_LINK_SECONDS * 1000).toISOString();
+  for (const r of stored) {
+    const { store, key } = await objectAt(r.file!);
+    if (!store.presign) continue;
+    hrefs.set(r.file!, await store.presign(key, STORE_LINK_SECONDS));
+  }
+  return { hrefs, until };
+}
+
 /** The page's data from sources already read. */
 export async function reviewDataOf(
   sources: ReviewSources,
   t: ReviewTarget,
   links: VideoLinks,
 ): Promise<ReviewData> {
-  return buildReviewData(sources, links, await reviewExtras(sources, t.outDir, t.prices), existsSync);
+  const stored = links.serverUrl ? undefined : await storeLinks(sources, links.pageDir);
+  return buildReviewData(
+    sources,
+    stored ? { ...links, storeLinks: stored } : links,
+    await reviewExtras(sources, t.outDir, t.prices),
+    existsSync,
+  );
 }

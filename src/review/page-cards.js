@@ -138,6 +138,16 @@
       body.append(el('p', 'note played', ''));
       if (!r.video.local)
         body.append(el('p', 'note', 'Provider URL: these expire; run `vidbatch download` to keep the file.'));
+      else if (r.video.until)
+        body.append(
+          el(
+            'p',
+            'note',
+            'From the store, by a link valid until ' +
+              when(r.video.until) +
+              '; `vidbatch download` keeps a copy here.',
+          ),
+        );
     }
     const actions = el('div', 'actions');
     for (const mark of ['keep', 'redo']) {

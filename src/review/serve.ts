@@ -3,12 +3,15 @@
 // finish during a run. The data is rebuilt from the files on disk when they changed, at most once per two
 // seconds and never more than a fifth of the time (a 100,000-row batch takes seconds to rebuild).
 // Videos are served with byte ranges (browsers seek and read metadata with Range requests); only the files the
-// manifest names for a row are served, never a path from the request.
-import { createReadStream } from 'node:fs';
+// manifest names for a row are served, never a path from the request. A video kept in the store and not
+// downloaded here is streamed from the store, range by range.
+import { createReadStream, existsSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
 import { journalPath } from '../results/jobs-journal';
+import { objectAt } from '../store/open-store';
 import { isStoreUrl } from '../store/store-url';
 import { localFileOf, type ReviewData } from './data';
 import { CsvPart, loadSources, reviewDataOf, type ReviewTarget } from './load';
@@ -63,8 +66,14 @@ export function byteRange(
   return start <= end && start < size ? { start, end } : null;
 }
 
+/** A row's video from this machine's file, or streamed from the store (the page's server holds the credentials). */
 async function sendVideo(req: IncomingMessage, res: ServerResponse, file: string): Promise<void> {
-  const size = (await stat(file)).size;
+  const stored = isStoreUrl(file) ? await objectAt(file) : undefined;
+  const size = stored ? (await stored.store.head(stored.key))?.size : (await stat(file)).size;
+  if (size === undefined) {
+    res.writeHead(404).end('the video is not in the store');
+    return;
+  }
   const range = byteRange(req.headers.range, size);
   const headers = { 'content-type': 'video/mp4', 'accept-ranges': 'bytes', 'cache-control': 'no-cache' };
   if (range === null) {
@@ -81,9 +90,10 @@ async function sendVideo(req: IncomingMessage, res: ServerResponse, file: string
     res.end();
     return;
   }
-  createReadStream(file, { start, end })
-    .on('error', () => res.destroy())
-    .pipe(res);
+  const body = stored
+    ? Readable.from((await stored.store.stream(stored.key, { start, end })) ?? [])
+    : createReadStream(file, { start, end });
+  body.on('error', () => res.destroy()).pipe(res);
 }
 
 export async function serveReview(t: ReviewTarget, port: number): Promise<ReviewServer> {
@@ -103,7 +113,8 @@ export async function serveReview(t: ReviewTarget, port: number): Promise<Review
     const files = new Map<string, string>();
     for (const r of sources.manifest) {
       const file = localFileOf(r, t.pageDir);
-      if (file) files.set(r.rowId, file);
+      // A video kept in the store and not downloaded here is streamed from the store.
+      if (file) files.set(r.rowId, existsSync(file) || !r.file ? file : r.file);
     }
     cached = { stamp: now, data: await reviewDataOf(sources, t, links), files };
     versions.update(cached.data);

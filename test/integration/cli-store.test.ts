@@ -2,6 +2,7 @@
 // server`, two `vidbatch worker`s each in its own folder, and `run --detach` from a third folder, all with one
 // VIDBATCH_STORE on a real S3-compatible server (versitygw). The CSV and its rows travel through the store, so
 // the batch finishes after the starter's CSV is deleted, and the workers never read the starter's folder.
+import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -263,9 +264,32 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     expect(sim.stats().jobsCreated).toBe(30);
     expect(new Set([...rows.values()].map((r) => r.jobId)).size).toBe(30);
 
+    // Reviewed where nothing was downloaded: the page plays the store's copies by signed links, and
+    // `review --serve` streams them from the store by range.
     const review = await vidbatch(['review', batchId], { cwd: other, env: shared });
     expect(review.code, review.stderr).toBe(0);
     expect(review.stdout).toContain(`30 rows: ${join(other, 'out', batchId, 'review.html')}`);
+    const page = readFileSync(join(other, 'out', batchId, 'review.html'), 'utf8');
+    const links = [...page.matchAll(/"src":"([^"]*X-Amz-Signature[^"]*)"/g)].map(
+      (m) => JSON.parse(`"${m[1]!}"`) as string,
+    );
+    expect(links).toHaveLength(30);
+    expect(page).not.toContain(s3.env.AWS_SECRET_ACCESS_KEY!);
+    const one = rows.get(
+      new URL(links[0]!).pathname
+        .split('/')
+        .pop()!
+        .replace(/\.mp4$/, ''),
+    )!;
+    const video = Buffer.from(await (await fetch(links[0]!)).arrayBuffer());
+    expect(createHash('sha256').update(video).digest('hex')).toBe(one.sha256);
+    const served = background(['review', batchId, '--serve', '--port', '0'], { cwd: other, env: shared });
+    cleanups.push(() => served.stop());
+    const url = (await served.waitFor(/at (http:\/\/\S+) /))[1]!;
+    const head = await fetch(`${url}video/${one.rowId}`, { headers: { range: 'bytes=0-99' } });
+    expect(head.status).toBe(206);
+    expect(head.headers.get('content-range')).toBe(`bytes 0-99/${one.bytes}`);
+    expect(Buffer.from(await head.arrayBuffer()).equals(video.subarray(0, 100))).toBe(true);
   }, 300_000);
 
   it('an edited CSV pays for its changed rows only: the other batches in the store are its request index', async () => {
