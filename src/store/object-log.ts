@@ -62,8 +62,11 @@ async function linesAt(store: ObjectStore, key: string): Promise<AsyncIterable<s
   return chunks && createInterface({ input: Readable.from(chunks), crlfDelay: Infinity });
 }
 
-/** `read` of each key, several at a time, given in order; an error is thrown where it is reached. */
-async function* readAhead<R>(keys: readonly string[], read: (key: string) => Promise<R>): AsyncGenerator<R> {
+/**
+ * `read` (or any call) of each key, READ_AHEAD at a time, results given in key order; an error is thrown where
+ * it is reached.
+ */
+async function* inOrder<R>(keys: readonly string[], read: (key: string) => Promise<R>): AsyncGenerator<R> {
   const pending = new Map<number, Promise<R>>();
   const start = (i: number) => {
     if (i >= keys.length) return;
@@ -180,7 +183,7 @@ export class ObjectLog<T> {
       }
       const fresh = parts.filter((p) => !done.has(p.name));
       let i = 0;
-      for await (const text of readAhead(
+      for await (const text of inOrder(
         fresh.map((p) => prefix + p.name),
         (k) => readText(store, k),
       )) {
@@ -196,7 +199,9 @@ export class ObjectLog<T> {
       throw err;
     }
     // Everything merged is in the new object: the older compacted ones and the parts can go.
-    for (const name of merging) if (prefix + name !== key) await store.delete(prefix + name);
+    const merged = merging.map((name) => prefix + name).filter((k) => k !== key);
+    const deleting = inOrder(merged, (k) => store.delete(k));
+    while (!(await deleting.next()).done);
     return parts.length;
   }
 }
@@ -277,7 +282,7 @@ export class ObjectLogTail<T> {
     // GETs), taken in key order.
     const parts = listed.filter((o) => o.parts === undefined && !merged.has(o.name));
     let i = 0;
-    for await (const text of readAhead(
+    for await (const text of inOrder(
       parts.map((p) => prefix + p.name),
       (k) => readText(store, k),
     )) {
