@@ -18,7 +18,6 @@ import {
 } from '../gateway/errors';
 import { readRewrite, writeRewrite } from '../results/enhance-cache';
 import { attemptWindow, countGatewayError } from './jobs';
-import { isStoreUrl } from '../store/store-url';
 import { allowedPath, type PathRoots } from './paths';
 import { notSent, toFailure } from './to-failure';
 
@@ -83,8 +82,8 @@ export function createEnhanceActivities(gateway: GatewayClient, outRoot = 'out',
       const { enhance, prompt, rowId } = input;
       const ctx = Context.current();
       const dir = await allowedPath(input.outDir ?? resolve(outRoot, input.batchId), 'out', roots);
-      // Kept rewrites live in an output root's folder; a batch whose results are in the store uses this worker's.
-      const root = isStoreUrl(dir) ? await allowedPath(outRoot, 'out', roots) : dirname(dir);
+      // Kept rewrites live beside the batch's folder: in its output root, or in the store its results are in.
+      const root = dirname(dir);
       const kept = await readRewrite(root, enhance, prompt);
       if (kept) return { enhanced: kept.enhanced, cached: true };
       const { holdMs, sendBy } = attemptWindow(Date.now(), gateway.timeoutMs);

@@ -19,7 +19,7 @@ import {
   RateLimitError,
 } from '../gateway/errors';
 import type { ParsedCsv } from '../input/csv';
-import { readRewrite, writeRewrite } from '../results/enhance-cache';
+import { readRewrite, rewritesDir, writeRewrite } from '../results/enhance-cache';
 import { csvText, inputRows } from '../results/export';
 
 /** 429s one row may take (each waited out as its Retry-After says) before it is given up. */
@@ -141,7 +141,7 @@ export async function rewriteForReview(
 export function reviewLines(s: ReviewSummary, outRoot: string): string[] {
   const lines = [
     `rewrote ${s.rewritten} of ${s.rows} prompts: ${s.chatCalls} chat calls${s.tokens ? ` (${s.tokens} tokens)` : ''}, ` +
-      `${s.kept} kept from earlier rewrites in ${join(outRoot, 'enhanced')}` +
+      `${s.kept} kept from earlier rewrites in ${rewritesDir(outRoot)}` +
       (s.asWritten ? `; ${s.asWritten} rows already have an original_prompt and are sent as they are` : ''),
   ];
   for (const f of s.failed)

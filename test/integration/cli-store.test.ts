@@ -354,6 +354,31 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     ).toEqual(['r13', 'r3']);
   }, 240_000);
 
+  it('prompt rewrites kept in the store are paid once, whichever machine asks: plan --enhance here, run --enhance on the workers', async () => {
+    const s3 = await startS3Server(versitygw!, 'vidbatch-enhance');
+    cleanups.push(() => s3.stop());
+    const sim = await startSimulator({ jobSeconds: 1, jobJitterSeconds: 0.5 });
+    cleanups.push(() => sim.close());
+    const { starterDir, workerDirs, shared } = await threeMachines(s3, sim);
+    await writeVbenchCsv(join(starterDir, 'prompts.csv'), 8, 'all_dimension', 11);
+    // The starter has the key too here: plan --enhance asks the gateway for the rewrites to review.
+    const keyed = { ...shared, GATEWAY_BASE_URL: sim.baseUrl, GATEWAY_API_KEY: sim.apiKey };
+    const plan = await vidbatch(['plan', 'prompts.csv', '--enhance'], { cwd: starterDir, env: keyed });
+    expect(plan.code, plan.stderr).toBe(0);
+    expect(sim.stats().chatCallsTotal).toBe(8);
+    expect(plan.stderr).toContain(`0 kept from earlier rewrites in s3://${s3.bucket}/team/enhanced`);
+    // The workers, on other machines, find them in the store: no chat call is paid again.
+    const run = await vidbatch(['run', 'prompts.csv', '--enhance', ...FAST_POLL_FLAGS], {
+      cwd: starterDir,
+      env: shared,
+    });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain('8 succeeded, 0 failed of 8');
+    expect(sim.stats().chatCallsTotal).toBe(8);
+    expect(sim.stats().jobsCreated).toBe(8);
+    for (const dir of workerDirs) expect(existsSync(join(dir, 'out', 'enhanced'))).toBe(false);
+  }, 240_000);
+
   it('refuses a CSV in a bucket that is missing, has errors, or comes without VIDBATCH_STORE, submitting nothing', async () => {
     const s3 = await startS3Server(versitygw!);
     cleanups.push(() => s3.stop());

@@ -43,7 +43,9 @@ export function registerPlanCommand(program: Command): void {
         import('../enhance-plan'),
         import('../../errors'),
       ]);
-      const outRoot = resolve(o.outRoot);
+      // Rewrites are kept where the batch's results go: the shared store when there is one.
+      const { loadStoreSetting } = await import('../../config');
+      const outRoot = loadStoreSetting() ?? resolve(o.outRoot);
       const review = await rewriteForReview(csv, csvPath, enhance, outRoot).catch(fail);
       await printPlan(csv, batchIdFor(csv), {
         outRoot: o.outRoot,
