@@ -1,8 +1,8 @@
 // Batches from the client side: the id of a CSV's batch, start or attach, follow until done. The batch id
 // comes from the CSV's content, so running the same file again attaches to the same batch.
-import { existsSync } from 'node:fs';
+import { createReadStream, existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   WorkflowExecutionAlreadyStartedError,
@@ -18,14 +18,14 @@ import { DEFAULT_BATCH_OPTIONS, concurrencyProblem, type BatchOptions } from '..
 import type { BatchProgress } from '../contract/progress';
 import { loadWorkerSettings } from '../config';
 import { ConfigError, OtherVersionBatchError, UnservedBatchError } from '../errors';
-import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
+import { loadCsv, loadCsvFrom, loadValidCsv, type ParsedCsv } from '../input/csv';
 import { rowsFileKey, writeRowsFile } from '../input/rows-file';
 import { putInput, sourceName, type CsvSource } from '../store/inputs';
 import { LocalStore } from '../store/local-store';
-import { openStore } from '../store/open-store';
-import { isStoreUrl } from '../store/store-url';
+import { objectAt, openStore } from '../store/open-store';
+import { isStoreUrl, joinStorePath } from '../store/store-url';
 import { failedRowsCsv, retryCsvPath, type LeftOut } from '../results/export';
-import { findManifest } from './batch-status';
+import { findManifest, localFolderOf } from './batch-status';
 import { previousInput, waitForTerminatedSubmits } from './rerun';
 import { batchWorkflow } from '../workflows';
 import type { Session } from './session';
@@ -260,7 +260,7 @@ export async function startBatch(
     totalRows: csv.rows.length,
     options: batchOptions,
     ...(retryOf ? { retryOf } : {}),
-    ...(priorOutDir ? { priorOutDir: resolve(priorOutDir) } : {}),
+    ...(priorOutDir ? { priorOutDir: isStoreUrl(priorOutDir) ? priorOutDir : resolve(priorOutDir) } : {}),
   };
   try {
     const handle = await session.client.workflow.start(batchWorkflow, {
@@ -342,7 +342,7 @@ export interface RetryFailedOptions extends StartBatchOptions {
 }
 
 export interface RetryStarted extends StartedBatch {
-  /** The input CSV of the rows taken (written next to the original manifest) and how many. */
+  /** The input CSV of the rows taken (in the original batch's folder on this machine) and how many. */
   csvPath: string;
   rows: number;
   retryOf: string;
@@ -365,14 +365,25 @@ async function earlierRetries(
   batchId: string,
   code: string | undefined,
 ): Promise<{ retry: EarlierRetry; ids: string[] }[]> {
-  const own = retryCsvPath(dir, batchId, code);
-  const files = (await readdir(dir).catch(() => [] as string[]))
-    .filter((f) => f.startsWith(`retry-of-${batchId}`) && f.endsWith('.csv'))
-    .map((f) => join(dir, f))
-    .filter((f) => f !== own);
+  const own = basename(retryCsvPath(dir, batchId, code));
+  const mine = (f: string) => f.startsWith(`retry-of-${batchId}`) && f.endsWith('.csv') && f !== own;
+  // A batch in the store keeps its retries' CSVs there, so a retry from any machine sees the earlier ones.
+  const stored = isStoreUrl(dir) ? await objectAt(dir) : undefined;
+  const names = stored
+    ? await (async () => {
+        const found: string[] = [];
+        for await (const { key } of stored.store.list(`${stored.key}/retry-of-${batchId}`))
+          found.push(key.slice(stored.key.length + 1));
+        return found;
+      })()
+    : await readdir(dir).catch(() => [] as string[]);
   const found: { retry: EarlierRetry; ids: string[] }[] = [];
-  for (const file of files) {
-    const csv = await loadCsv(file).catch(() => undefined);
+  for (const name of names.filter(mine)) {
+    const csv = await (async () => {
+      if (!stored) return loadCsv(join(dir, name));
+      const chunks = await stored.store.stream(`${stored.key}/${name}`);
+      return chunks && loadCsvFrom(chunks, joinStorePath(dir, name));
+    })().catch(() => undefined);
     if (!csv || csv.problems.length) continue;
     const retryId = batchIdFor(csv);
     const started = await batchHandle(client, retryId)
@@ -402,13 +413,19 @@ export async function retryFailed(
   const earlier = await earlierRetries(session.client, dirname(manifest), batchId, code);
   const taken = new Set(earlier.flatMap((e) => e.ids));
   if (earlier.length) onEarlier?.(earlier.map((e) => e.retry));
-  const csv = await failedRowsCsv(manifest, dirname(manifest), batchId, code, taken);
+  // The CSV goes beside the batch's results on this machine; for a batch in the store, into the store too.
+  const csv = await failedRowsCsv(manifest, localFolderOf(manifest, outRoot, batchId), batchId, code, taken);
   if (csv.leftOut.length) onLeftOut?.(csv.leftOut);
   if (csv.rows === 0) return undefined;
+  if (isStoreUrl(manifest)) {
+    const { store, key } = await objectAt(joinStorePath(dirname(manifest), basename(csv.path)));
+    await store.upload(key, createReadStream(csv.path), { contentType: 'text/csv' });
+  }
   // The retry downloads (under the same root, or not at all) and verifies as the original batch did, unless told.
   const original = (await previousInput(session.client, batchId))?.options;
   const started = await startBatch(session, csv.path, {
-    outDir: outRoot,
+    // A batch in the store has its retry there too (startBatch places a new batch in VIDBATCH_STORE).
+    ...(isStoreUrl(manifest) ? {} : { outDir: outRoot }),
     ...(original?.downloadDir ? { downloadDir: dirname(original.downloadDir) } : {}),
     ...(original?.download === false ? { download: false } : {}),
     ...(original?.verify ? { verify: original.verify } : {}),

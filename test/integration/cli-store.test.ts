@@ -379,6 +379,53 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     for (const dir of workerDirs) expect(existsSync(join(dir, 'out', 'enhanced'))).toBe(false);
   }, 240_000);
 
+  it('retry-failed from one machine is seen from another: its rows are not retried there again', async () => {
+    const s3 = await startS3Server(versitygw!, 'vidbatch-retry');
+    cleanups.push(() => s3.stop());
+    const sim = await startSimulator({ jobSeconds: 1, faults: { moderationWords: ['forbidden'] } });
+    cleanups.push(() => sim.close());
+    const { root, starterDir, shared } = await threeMachines(s3, sim);
+    const prompts = [
+      'a forbidden scene',
+      'another forbidden scene',
+      'a calm lake',
+      'a red kite',
+      'a quiet street',
+    ];
+    await writeFile(
+      join(starterDir, 'prompts.csv'),
+      stringify([['id', 'prompt'], ...prompts.map((p, i) => [`r${i + 1}`, `${p} ${i}`])]),
+    );
+    const first = await vidbatch(['run', 'prompts.csv', ...FAST_POLL_FLAGS], {
+      cwd: starterDir,
+      env: shared,
+    });
+    expect(first.code, first.stderr).toBe(3);
+    const batchId = /(batch-[0-9a-f]{16}):/.exec(first.stdout)![1]!;
+    expect(first.stdout).toContain('3 succeeded, 2 failed of 5');
+    const retry = await vidbatch(
+      ['retry-failed', batchId, '--code', 'content_moderation', ...FAST_POLL_FLAGS],
+      {
+        cwd: starterDir,
+        env: shared,
+      },
+    );
+    expect(retry.code, retry.stderr).toBe(3);
+    expect(sim.stats().jobsCreated).toBe(7);
+    const retryId = /Started (batch-[0-9a-f]{16}): 2 failed rows/.exec(retry.stderr)![1]!;
+    // Its CSV is in this machine's folder of the batch and in the store; nothing else is made here.
+    expect(readdirSync(starterDir).sort()).toEqual(['out', 'prompts.csv']);
+    expect(existsSync(join(starterDir, 'out', batchId, `retry-of-${batchId}-content_moderation.csv`))).toBe(
+      true,
+    );
+    // Another machine sees that retry, and leaves its rows to it.
+    const other = join(root, 'other-starter');
+    await mkdir(other);
+    const again = await vidbatch(['retry-failed', batchId, ...FAST_POLL_FLAGS], { cwd: other, env: shared });
+    expect(again.stderr).toContain(`2 row(s) left out: an earlier retry-failed took them (${retryId})`);
+    expect(sim.stats().jobsCreated).toBe(7);
+  }, 240_000);
+
   it('refuses a CSV in a bucket that is missing, has errors, or comes without VIDBATCH_STORE, submitting nothing', async () => {
     const s3 = await startS3Server(versitygw!);
     cleanups.push(() => s3.stop());
