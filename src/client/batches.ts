@@ -221,6 +221,10 @@ export async function startBatch(
   // With a shared store, a new batch keeps its journal and results there, named by URL (a re-run keeps its
   // batch's place, where its journal is).
   if (shared && !previous && !batchOptions.outDir) batchOptions.outDir = shared.urlOf(batchId);
+  if (!shared && batchOptions.outDir && isStoreUrl(batchOptions.outDir))
+    throw new ConfigError(
+      `${batchId} keeps its journal and results in ${batchOptions.outDir}: set VIDBATCH_STORE (and the store's credentials) to run it again`,
+    );
   const windowProblem = concurrencyProblem(batchOptions.concurrency);
   if (windowProblem) throw new ConfigError(`--concurrency ${windowProblem}`);
   if (before) {

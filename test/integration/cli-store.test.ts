@@ -253,6 +253,12 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     const { reuse } = JSON.parse(plan.stdout) as { reuse: Record<string, number> };
     expect(reuse.doneEarlier! + reuse.followed!).toBe(made);
     expect(reuse.newJobs).toBe(30 - made);
+    // Without VIDBATCH_STORE there, the batch cannot be run again (its journal is in the store): said, nothing sent.
+    const noStore = { ...shared, VIDBATCH_STORE: '' };
+    const unset = await vidbatch(['run', 'prompts.csv'], { cwd: other, env: noStore });
+    expect(unset.code, unset.stderr).toBe(2);
+    expect(unset.stderr).toContain(`${batchId} keeps its journal and results in s3://${s3.bucket}/team/`);
+    expect(readdirSync(other)).toEqual(['prompts.csv']);
     const again = await vidbatch(['run', 'prompts.csv', ...FAST_POLL_FLAGS], { cwd: other, env: shared });
     expect(again.code, again.stderr).toBe(0);
     expect(again.stderr).toContain(`${batchId} was cancelled: running it again`);
