@@ -12,20 +12,26 @@ import { afterEach, describe, expect, inject, it } from 'vitest';
 import { stringify } from 'csv-stringify/sync';
 import { vbenchPrompts, writeVbenchCsv } from '../../bench/vbench';
 import { readManifest } from '../../src/results/manifest';
-import { startSimulator, type Simulator } from '../../src/simulator/server';
+import { startSimulator, type SimulatorOptions } from '../../src/simulator/server';
 import { requireVersitygw, startS3Server, type S3Server } from '../s3-server';
 import { background, vidbatch, FAST_POLL_FLAGS } from './cli-helpers';
 
+const versitygw = requireVersitygw();
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
 
 /**
- * `vidbatch server` in one folder, two `vidbatch worker`s each in its own folder, and a starter's folder, all
- * with one VIDBATCH_STORE: machines that share nothing but Temporal, the store and the gateway key.
+ * An S3-compatible server (`bucket`), a simulator (hostile as the spec allows by default: Idempotency-Key
+ * ignored), and `vidbatch server` in one folder, two `vidbatch worker`s each in its own folder, and a starter's
+ * folder, all with one VIDBATCH_STORE: machines that share nothing but Temporal, the store and the gateway key.
  */
-async function threeMachines(s3: S3Server, sim: Simulator) {
+async function threeMachines(bucket: string | undefined, simulator: SimulatorOptions) {
+  const s3 = await startS3Server(versitygw!, bucket);
+  cleanups.push(() => s3.stop());
+  const sim = await startSimulator(simulator);
+  cleanups.push(() => sim.close());
   const root = await mkdtemp(join(tmpdir(), 'vidbatch-store-'));
   const [serverDir, starterDir, ...workerDirs] = ['server', 'starter', 'worker-a', 'worker-b'].map((d) =>
     join(root, d),
@@ -47,7 +53,7 @@ async function threeMachines(s3: S3Server, sim: Simulator) {
   };
   const workers = [];
   for (const dir of workerDirs) workers.push(await startWorker(dir));
-  return { root, starterDir: starterDir!, workerDirs, shared, workers, startWorker };
+  return { s3, sim, root, starterDir: starterDir!, workerDirs, shared, workers, startWorker };
 }
 
 /** Each row's final state, as the batch's manifest in the store holds it (read as any vidbatch process does). */
@@ -66,15 +72,12 @@ async function recordedRows(s3: S3Server, batchId: string) {
   }
 }
 
-const versitygw = requireVersitygw();
 describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible store', () => {
   it('runs a batch on workers in other folders after the starter deleted its CSV', async () => {
-    const s3 = await startS3Server(versitygw!);
-    cleanups.push(() => s3.stop());
-    // Hostile as the spec allows by default: Idempotency-Key ignored.
-    const sim = await startSimulator({ jobSeconds: 1, jobJitterSeconds: 0.5 });
-    cleanups.push(() => sim.close());
-    const { root, starterDir, workerDirs, shared } = await threeMachines(s3, sim);
+    const { s3, sim, root, starterDir, workerDirs, shared } = await threeMachines(undefined, {
+      jobSeconds: 1,
+      jobJitterSeconds: 0.5,
+    });
 
     const csv = join(starterDir, 'prompts.csv');
     await writeVbenchCsv(csv, 24, 'all_dimension', 7);
@@ -171,11 +174,10 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
   }, 240_000);
 
   it('finishes every row once through an object-store outage and a SIGKILLed worker', async () => {
-    const s3 = await startS3Server(versitygw!, 'vidbatch-faults');
-    cleanups.push(() => s3.stop());
-    const sim = await startSimulator({ jobSeconds: 2, jobJitterSeconds: 1 });
-    cleanups.push(() => sim.close());
-    const { starterDir, workerDirs, shared, workers, startWorker } = await threeMachines(s3, sim);
+    const { s3, sim, starterDir, workerDirs, shared, workers, startWorker } = await threeMachines(
+      'vidbatch-faults',
+      { jobSeconds: 2, jobJitterSeconds: 1 },
+    );
     await writeVbenchCsv(join(starterDir, 'prompts.csv'), 60, 'all_dimension', 3);
     // Small pages and window: the batch reads rows from the store all through the run, outage included.
     const started = await vidbatch(
@@ -221,11 +223,10 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
   }, 300_000);
 
   it('a batch cancelled on one machine and run again on another pays for no job twice, and reviews there', async () => {
-    const s3 = await startS3Server(versitygw!, 'vidbatch-rerun');
-    cleanups.push(() => s3.stop());
-    const sim = await startSimulator({ jobSeconds: 4, jobJitterSeconds: 1 });
-    cleanups.push(() => sim.close());
-    const { root, starterDir, shared } = await threeMachines(s3, sim);
+    const { s3, sim, root, starterDir, shared } = await threeMachines('vidbatch-rerun', {
+      jobSeconds: 4,
+      jobJitterSeconds: 1,
+    });
     await writeVbenchCsv(join(starterDir, 'prompts.csv'), 30, 'all_dimension', 5);
     const started = await vidbatch(
       ['run', 'prompts.csv', '--detach', '--concurrency', '10', ...FAST_POLL_FLAGS],
@@ -299,11 +300,10 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
   }, 300_000);
 
   it('an edited CSV pays for its changed rows only: the other batches in the store are its request index', async () => {
-    const s3 = await startS3Server(versitygw!, 'vidbatch-index');
-    cleanups.push(() => s3.stop());
-    const sim = await startSimulator({ jobSeconds: 1, jobJitterSeconds: 0.5 });
-    cleanups.push(() => sim.close());
-    const { root, starterDir, shared } = await threeMachines(s3, sim);
+    const { s3, sim, root, starterDir, shared } = await threeMachines('vidbatch-index', {
+      jobSeconds: 1,
+      jobJitterSeconds: 0.5,
+    });
     const prompts = (await vbenchPrompts()).slice(0, 13);
     const write = (dir: string, rows: string[][]) =>
       writeFile(join(dir, 'prompts.csv'), stringify([['id', 'prompt'], ...rows]));
@@ -361,11 +361,10 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
   }, 240_000);
 
   it('prompt rewrites kept in the store are paid once, whichever machine asks: plan --enhance here, run --enhance on the workers', async () => {
-    const s3 = await startS3Server(versitygw!, 'vidbatch-enhance');
-    cleanups.push(() => s3.stop());
-    const sim = await startSimulator({ jobSeconds: 1, jobJitterSeconds: 0.5 });
-    cleanups.push(() => sim.close());
-    const { starterDir, workerDirs, shared } = await threeMachines(s3, sim);
+    const { s3, sim, starterDir, workerDirs, shared } = await threeMachines('vidbatch-enhance', {
+      jobSeconds: 1,
+      jobJitterSeconds: 0.5,
+    });
     await writeVbenchCsv(join(starterDir, 'prompts.csv'), 8, 'all_dimension', 11);
     // The starter has the key too here: plan --enhance asks the gateway for the rewrites to review.
     const keyed = { ...shared, GATEWAY_BASE_URL: sim.baseUrl, GATEWAY_API_KEY: sim.apiKey };
@@ -386,11 +385,10 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
   }, 240_000);
 
   it('retry-failed from one machine is seen from another: its rows are not retried there again', async () => {
-    const s3 = await startS3Server(versitygw!, 'vidbatch-retry');
-    cleanups.push(() => s3.stop());
-    const sim = await startSimulator({ jobSeconds: 1, faults: { moderationWords: ['forbidden'] } });
-    cleanups.push(() => sim.close());
-    const { root, starterDir, shared } = await threeMachines(s3, sim);
+    const { sim, root, starterDir, shared } = await threeMachines('vidbatch-retry', {
+      jobSeconds: 1,
+      faults: { moderationWords: ['forbidden'] },
+    });
     const prompts = [
       'a forbidden scene',
       'another forbidden scene',
