@@ -173,13 +173,15 @@ describe('worker --gateway-rps', () => {
     const watched = await vidbatch(['watch', batch], { cwd: dir });
     expect(watched.stdout).toContain(`${batch}: 20 succeeded, 0 failed of 20`);
 
-    // At most 2 requests/s plus the server's burst (ceil(2)) over any 10 s.
+    // At most 2 requests/s plus the server's burst (ceil(2)) over any 10 s, give or take the time between a
+    // task's dispatch and its request reaching the gateway: up to about 1 s on a loaded 2-core machine, so the
+    // budget counts dispatches from 11 s of them (measured: 23 alone, 24 once in CI; unpinned, far more).
     const log = sim.state.requestLog;
     let busiest = 0;
     for (const { at } of log)
       busiest = Math.max(busiest, log.filter((r) => r.at >= at && r.at < at + 10_000).length);
     console.log(`pinned at 2 rps: ${log.length} requests, busiest 10 s ${busiest}`);
-    expect(busiest).toBeLessThanOrEqual(2 * 10 + 2 + 1);
+    expect(busiest).toBeLessThanOrEqual(2 * (10 + 1) + 2);
     expect(busiest).toBeGreaterThanOrEqual(10); // it did use the budget
   }, 180_000);
 });
