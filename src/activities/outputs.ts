@@ -2,8 +2,8 @@
 // then checked against its row's request) and recordResults (rows appended to the batch's manifest, each once
 // however often the activity is retried; in the store, the batch's logs compacted now and then).
 import { createReadStream } from 'node:fs';
-import { rm } from 'node:fs/promises';
-import { basename, dirname, resolve } from 'node:path';
+import { readdir, rm, stat } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Logger } from '@temporalio/common';
 import type { VerifiedVideo, VideoTarget } from '../contract/jobs';
@@ -107,10 +107,24 @@ function compactLogs(dir: string, log: Logger): void {
 }
 
 /**
+ * Deletes what a worker killed mid-download or mid-upload left in the staging folder (written before
+ * `before`, when this worker started: its own downloads are newer). Their retries fetch the video again.
+ */
+async function clearStaging(dir: string, before: number): Promise<void> {
+  const files = await readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);
+  for (const f of files.filter((e) => e.isFile())) {
+    const path = join(f.parentPath, f.name);
+    const file = await stat(path).catch(() => undefined);
+    if (file && file.mtimeMs < before) await rm(path, { force: true });
+  }
+}
+
+/**
  * `outRoot`: the root under which each batch gets `<outRoot>/<batchId>/` unless it names its own folder.
  * `roots`: where manifests and videos may be written (activities/paths.ts); undefined: anywhere.
  */
 export function createOutputActivities(outRoot: string, roots?: PathRoots) {
+  void clearStaging(resolve(outRoot, STAGING_DIR), Date.now());
   return {
     async downloadVideo({ url, ...target }: VideoTarget & { url: string }): Promise<VerifiedVideo> {
       // Alive while it runs: a worker that dies mid-download is noticed within the heartbeat timeout, and the
