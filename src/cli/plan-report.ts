@@ -33,7 +33,7 @@ export async function reusePlan(
   outRoot: string,
   batchId: string,
   reuse: boolean,
-): Promise<{ plan: ReusePlan; newRows: PromptRow[] }> {
+): Promise<{ plan: ReusePlan; newRows: PromptRow[]; root: string }> {
   // With a shared store, a new batch keeps its results there, beside the other batches the index reads.
   const root = loadStoreSetting() ?? outRoot;
   const own = await new FolderPrior(
@@ -57,7 +57,7 @@ export async function reusePlan(
       }
     }
   }
-  return { plan: counts, newRows };
+  return { plan: counts, newRows, root };
 }
 
 /** Prints the plan of `csv` as JSON on stdout, and the reuse and cost lines on stderr. */
@@ -75,7 +75,7 @@ export async function printPlan(
 ): Promise<void> {
   const outRoot = resolve(o.outRoot || process.env.VIDBATCH_OUT_ROOT || 'out');
   if (o.enhance) assignRequestKeys(csv.rows, o.enhance);
-  const { plan: reuse, newRows } = await reusePlan(csv.rows, outRoot, batchId, !o.fresh);
+  const { plan: reuse, newRows, root } = await reusePlan(csv.rows, outRoot, batchId, !o.fresh);
   const estimate = o.prices && estimateRows(newRows, o.prices);
   console.log(
     JSON.stringify(
@@ -87,7 +87,7 @@ export async function printPlan(
   const earlier = reuse.doneEarlier + reuse.reused + reuse.followed + reuse.settled;
   if (earlier)
     console.error(
-      `${reuse.newJobs} new jobs for ${csv.rows.length} rows: ${reuse.doneEarlier} done earlier in this batch, ${reuse.reused} reuse videos other batches in ${loadStoreSetting() ?? outRoot} paid for, ${reuse.followed} check jobs already made` +
+      `${reuse.newJobs} new jobs for ${csv.rows.length} rows: ${reuse.doneEarlier} done earlier in this batch, ${reuse.reused} reuse videos other batches in ${root} paid for, ${reuse.followed} check jobs already made` +
         (reuse.settled
           ? `, ${reuse.settled} not sent (the same request was refused for its content, or its job forgotten)`
           : ''),
