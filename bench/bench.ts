@@ -53,6 +53,12 @@ const program = new Command('bench')
       'run against this Temporal server (e.g. scripts/cluster.sh) instead of a fresh dev server',
     ),
   )
+  .addOption(
+    new Option(
+      '--stop-after <s>',
+      'terminate the batch this many seconds after it starts; the figures are of what it did by then (a 100,000-row run in a session)',
+    ).argParser(Number),
+  )
   .option('--targets', 'run the four target scenarios one after another and print one table')
   .addOption(
     new Option(
@@ -97,6 +103,8 @@ if (options.killWorkerAt !== undefined) {
   if (!(options.workers >= 2))
     usage(`--kill-worker-at needs --workers 2 or more (one must be left; got ${options.workers})`);
 }
+if (options.stopAfter !== undefined && !(options.stopAfter > 0))
+  usage(`--stop-after must be a number of seconds > 0 (got ${options.stopAfter})`);
 if (options.maxRunning > 0) options.rateLimit = 0;
 if (options.scale)
   Object.assign(options, {
@@ -142,6 +150,16 @@ function printReport(report: ScenarioReport): void {
     ['billable actions per prompt (est.)', fmt(v.actionsPerPrompt, 1), '-'],
     ['worker peak RSS (MB)', fmt(v.workerPeakRssMb, 0), '-'],
     ['prompts per second', fmt(v.promptsPerSecond), '-'],
+    ['bench process peak RSS (MB)', fmt(v.benchPeakRssMb, 0), '-'],
+    ...(v.stoppedAfterS !== null
+      ? [
+          [`prompts started by --stop-after ${v.stoppedAfterS}`, String(v.promptsStarted), '-'] as [
+            string,
+            string,
+            string,
+          ],
+        ]
+      : []),
   ];
   const killed = v.killedWorker
     ? `, one SIGKILLed at ${v.killedWorker.atS.toFixed(1)} s`

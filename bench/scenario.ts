@@ -33,6 +33,8 @@ export interface ScenarioOptions {
   temporalAddress?: string;
   /** The batch's window (--concurrency); default vidbatch's, or 200 with --scale. */
   concurrency?: number;
+  /** Terminate the batch this many seconds after it starts and measure what it did by then. */
+  stopAfter?: number;
 }
 
 export type ScenarioReport = Awaited<ReturnType<typeof measure>>;
@@ -144,10 +146,47 @@ async function measure(
     clearTimeout(killTimer);
     await limits?.stop();
   });
+  // Once a minute: jobs made, worker and bench RSS (a rate or memory that drifts with the rows done shows here).
+  let benchPeakRssMb = 0;
+  const sampler = setInterval(() => {
+    benchPeakRssMb = Math.max(benchPeakRssMb, process.memoryUsage().rss / 2 ** 20);
+  }, 1000);
+  let lastMinute = { atMs: started, jobs: 0 };
+  const minutes = setInterval(() => {
+    const now = Date.now();
+    const jobs = simVidbatch.stats().jobsCreated;
+    const rate = ((jobs - lastMinute.jobs) * 1000) / (now - lastMinute.atMs);
+    lastMinute = { atMs: now, jobs };
+    log(
+      `[bench] ${Math.round((now - started) / 1000)} s: ${jobs} jobs made (${rate.toFixed(1)}/s in the last minute), ` +
+        `worker peak RSS ${workers.map((w) => w.peakRssMb().toFixed(0)).join(', ')} MB, bench ${benchPeakRssMb.toFixed(0)} MB`,
+    );
+  }, 60_000);
+  cleanup.push(async () => {
+    clearInterval(sampler);
+    clearInterval(minutes);
+  });
+  // --stop-after: the batch (and so its prompts) is terminated at that time and the figures are of what it did.
+  let stopped = false;
   const batches = await Promise.all(
     csvs.map(async (csv) => {
       const { handle, batchId } = await startBatch(session, csv, batchOptions);
-      const result = await handle.result();
+      const stop =
+        options.stopAfter !== undefined
+          ? setTimeout(
+              () => {
+                stopped = true;
+                log(`[bench] --stop-after ${options.stopAfter}: terminating ${batchId}`);
+                void handle.terminate('bench --stop-after').catch(() => undefined);
+              },
+              options.stopAfter * 1000 - (Date.now() - started),
+            )
+          : undefined;
+      const result = await handle.result().catch((err: unknown) => {
+        if (!stopped) throw err;
+        return { succeeded: 0, failed: 0 };
+      });
+      clearTimeout(stop);
       return { batchId, result, finishedAt: Date.now() };
     }),
   );
@@ -162,6 +201,7 @@ async function measure(
     failed: batches.reduce((n, b) => n + b.result.failed, 0),
   };
   const peakRssMb = Math.max(...workers.map((w) => w.peakRssMb()));
+  clearInterval(minutes);
   const naive = await peer;
   const history = await historyStats(client, batchId);
 
@@ -206,6 +246,7 @@ async function measure(
       .filter(([route]) => match(route))
       .reduce((n, [, byStatus]) => n + Object.values(byStatus).reduce((a, b) => a + b, 0), 0);
   const requests = countOf((route) => route.includes(' /v1/'));
+  const counted = stopped ? Math.max(1, stats.jobsCreated) : options.prompts;
   const downloads = countOf((route) => / \/(files|cdn)\//.test(route));
   const timeline: TimelineRow[] | null = options.timeline
     ? timelineRows(simVidbatch.state.requestLog, limits?.samples ?? [], started)
@@ -224,15 +265,19 @@ async function measure(
       failed: result.failed,
       jobsCreated: stats.jobsCreated,
       rateLimitedPerJob: stats.rateLimited / Math.max(1, stats.jobsCreated),
-      requestsPerPrompt: requests / options.prompts,
-      downloadsPerPrompt: downloads / options.prompts,
+      requestsPerPrompt: requests / counted,
+      downloadsPerPrompt: downloads / counted,
       historyEventsPerPrompt: history.eventsPerPrompt,
       /** The batch's share of the above (its runs' events over the prompts); the rest is the prompts' own. */
       batchEventsPerPrompt: history.batchEvents / Math.max(1, history.prompts),
       largestRunEvents: history.largestRunEvents,
       actionsPerPrompt: history.actionsPerPrompt,
       workerPeakRssMb: peakRssMb,
-      promptsPerSecond: options.prompts / (makespanMs / 1000),
+      /** Prompts whose job was made: all of them, unless --stop-after ended the batch first. */
+      promptsStarted: stats.jobsCreated,
+      promptsPerSecond: counted / (makespanMs / 1000),
+      benchPeakRssMb,
+      stoppedAfterS: stopped ? (options.stopAfter ?? null) : null,
       killedWorker: killed as { pid: number; atS: number } | null,
     },
     naivePeer: naive

@@ -17,6 +17,7 @@ export const SCENARIO_FLAGS = [
   'killWorkerAt',
   'batches',
   'maxRunning',
+  'stopAfter',
 ] as const;
 
 interface Target {

@@ -154,7 +154,7 @@ describe('vidbatch run --simulate (embedded dev server, in-process worker)', () 
 
     // Operator commands on the embedded server need no gateway settings and start no worker.
     const status = await vidbatch(['status', 'prompts.csv'], dir);
-    expect(status.code).toBe(0);
+    expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toContain(`${batchId}: COMPLETED`);
     expect(status.stdout).toContain('50 succeeded, 0 failed of 50');
   }, 300_000); // three runs of the command, each starting an embedded dev server: slow on a loaded machine
