@@ -327,6 +327,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
       // While the POST is out the attempt heartbeats (always `sending`), so a worker that dies mid-POST is
       // noticed within the heartbeat timeout; before it, no heartbeat, so no wait may come near that timeout.
       let beating: ReturnType<typeof setInterval> | undefined;
+      let beats = 0;
       try {
         const job = await gateway.submit(
           { model: row.model, input: row.input, parameters: row.parameters },
@@ -337,19 +338,20 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
             ...(input.unblockedAt !== undefined ? { unblockedAt: input.unblockedAt } : {}),
             beforeSend: async () => {
               await recordHeartbeat(ctx, { sending: true });
-              beating = setInterval(
-                () => ctx.heartbeat({ sending: true } satisfies SubmitHeartbeat),
-                SUBMIT_HEARTBEAT_EVERY_MS,
-              );
+              beating = setInterval(() => {
+                beats += 1;
+                ctx.heartbeat({ sending: true } satisfies SubmitHeartbeat);
+              }, SUBMIT_HEARTBEAT_EVERY_MS);
             },
           },
         );
         clearInterval(beating);
         count('vidbatch_jobs_submitted');
         // The job id goes to the server before anything else: a retry of an attempt that dies from here on
-        // finds it in the heartbeat, without reading the journal (a listing of the store's). The SDK's own
-        // throttled heartbeat gets it too, so a late one cannot take it back out.
-        ctx.heartbeat({ sending: true, jobId: job.id } satisfies SubmitHeartbeat);
+        // finds it in the heartbeat, without reading the journal (a listing of the store's). After a long POST
+        // the SDK may still hold a throttled `sending` beat: it gets the job id too, so it cannot take it back
+        // out. After a short one it holds none, and a call here would only cost one more recorded heartbeat.
+        if (beats > 0) ctx.heartbeat({ sending: true, jobId: job.id } satisfies SubmitHeartbeat);
         await recordHeartbeat(ctx, { sending: true, jobId: job.id }).catch((err: unknown) => {
           ctx.log.warn('could not record the job id in the heartbeat', { rowId: row.id, error: String(err) });
         });

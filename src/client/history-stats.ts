@@ -11,7 +11,7 @@ export interface HistoryStats {
   promptEvents: number;
   /** (batch events + prompt events) / prompts: what one row costs in history. */
   eventsPerPrompt: number;
-  /** Estimated Temporal Cloud actions (workflow and activity starts, every activity retry, timers, signals, upserts, updates) per prompt. */
+  /** Estimated Temporal Cloud actions (workflow and activity starts, every activity retry, timers, signals, upserts, updates, submit heartbeats) per prompt. */
   actionsPerPrompt: number;
 }
 
@@ -25,14 +25,26 @@ const BILLABLE = new Set([
   'EVENT_TYPE_MARKER_RECORDED',
 ]);
 
+/**
+ * Heartbeats are actions but not events. A submit that made a job records two on the server before it ends
+ * (`sending` before the POST, the job id after it); that is counted for each submit activity in the history.
+ * The SDK's throttled beats of a POST or download that takes over 5 s are not counted.
+ */
+const HEARTBEATS_PER_SUBMIT = 2;
+
 /** Actions in one history: each activity attempt counts (polls by retry are actions), as do the events above. */
-function billableActions(events: proto.temporal.api.history.v1.IHistoryEvent[]): number {
+export function billableActions(events: proto.temporal.api.history.v1.IHistoryEvent[]): number {
   let actions = 0;
   for (const event of events) {
     const type = proto.temporal.api.enums.v1.EventType[event.eventType ?? 0];
     if (type === 'EVENT_TYPE_ACTIVITY_TASK_STARTED')
       actions += event.activityTaskStartedEventAttributes?.attempt ?? 1;
     else if (type && BILLABLE.has(type)) actions += 1;
+    if (
+      type === 'EVENT_TYPE_ACTIVITY_TASK_SCHEDULED' &&
+      event.activityTaskScheduledEventAttributes?.activityType?.name === 'submitJob'
+    )
+      actions += HEARTBEATS_PER_SUBMIT;
   }
   return actions;
 }
