@@ -162,9 +162,10 @@ async function measure(
         `worker peak RSS ${workers.map((w) => w.peakRssMb().toFixed(0)).join(', ')} MB, bench ${benchPeakRssMb.toFixed(0)} MB`,
     );
   }, 60_000);
-  cleanup.push(async () => {
+  cleanup.push(() => {
     clearInterval(sampler);
     clearInterval(minutes);
+    return Promise.resolve();
   });
   // --stop-after: the batch (and so its prompts) is terminated at that time and the figures are of what it did.
   let stopped = false;
