@@ -151,16 +151,9 @@ function printReport(report: ScenarioReport): void {
     ['worker peak RSS (MB)', fmt(v.workerPeakRssMb, 0), '-'],
     ['prompts per second', fmt(v.promptsPerSecond), '-'],
     ['bench process peak RSS (MB)', fmt(v.benchPeakRssMb, 0), '-'],
-    ...(v.stoppedAfterS !== null
-      ? [
-          [`prompts started by --stop-after ${v.stoppedAfterS}`, String(v.promptsStarted), '-'] as [
-            string,
-            string,
-            string,
-          ],
-        ]
-      : []),
   ];
+  if (v.stoppedAfterS !== null)
+    rows.push([`prompts started by --stop-after ${v.stoppedAfterS}`, String(v.promptsStarted), '-']);
   const killed = v.killedWorker
     ? `, one SIGKILLed at ${v.killedWorker.atS.toFixed(1)} s`
     : s.killWorkerAt !== undefined
