@@ -3,42 +3,14 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { readManifest } from '../../src/results/manifest';
 import { writeVbenchCsv } from '../../bench/vbench';
-import { background } from './cli-helpers';
-
-const CLI = fileURLToPath(new URL('../../bin/vidbatch.mjs', import.meta.url));
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+import { background, CLI, vidbatch as runVidbatch } from './cli-helpers';
 
 /** Runs the real `vidbatch` command in `cwd`, without any Temporal or gateway settings from this process. */
-function vidbatch(args: string[], cwd: string, options: { interruptWhen?: RegExp } = {}): Promise<Run> {
-  const env = { ...process.env };
-  for (const name of ['TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE', 'GATEWAY_BASE_URL', 'GATEWAY_API_KEY'])
-    delete env[name];
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    let interrupted = false;
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => {
-      stderr += d.toString();
-      if (options.interruptWhen && !interrupted && options.interruptWhen.test(stderr)) {
-        interrupted = true;
-        child.kill('SIGINT');
-      }
-    });
-    child.on('error', reject);
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const vidbatch = (args: string[], cwd: string, options: { interruptWhen?: RegExp } = {}) =>
+  runVidbatch(args, { cwd, ...options });
 
 describe('vidbatch validate', () => {
   it('exits 0 for a good file and 2 with every problem for a bad one', async () => {
@@ -154,7 +126,7 @@ describe('vidbatch run --simulate (embedded dev server, in-process worker)', () 
 
     // Operator commands on the embedded server need no gateway settings and start no worker.
     const status = await vidbatch(['status', 'prompts.csv'], dir);
-    expect(status.code, status.stderr).toBe(0);
+    expect(status.code, `${status.stderr}${status.stdout}`).toBe(0);
     expect(status.stdout).toContain(`${batchId}: COMPLETED`);
     expect(status.stdout).toContain('50 succeeded, 0 failed of 50');
   }, 300_000); // three runs of the command, each starting an embedded dev server: slow on a loaded machine
