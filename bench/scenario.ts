@@ -178,7 +178,9 @@ async function measure(
               () => {
                 stopped = true;
                 log(`[bench] --stop-after ${options.stopAfter}: terminating ${batchId}`);
-                void handle.terminate('bench --stop-after').catch(() => undefined);
+                handle
+                  .terminate('bench --stop-after')
+                  .catch((err: unknown) => log(`[bench] could not terminate ${batchId}: ${String(err)}`));
               },
               options.stopAfter * 1000 - (Date.now() - started),
             )

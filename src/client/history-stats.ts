@@ -1,6 +1,7 @@
 // What a batch costs in Temporal history: events per prompt, the largest run, estimated billable actions.
 import type { Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
+import type { Activities } from '../activities';
 
 export interface HistoryStats {
   batchRuns: number;
@@ -31,6 +32,7 @@ const BILLABLE = new Set([
  * The SDK's throttled beats of a POST or download that takes over 5 s are not counted.
  */
 const HEARTBEATS_PER_SUBMIT = 2;
+const SUBMIT_ACTIVITY: keyof Activities = 'submitJob';
 
 /** Actions in one history: each activity attempt counts (polls by retry are actions), as do the events above. */
 export function billableActions(events: proto.temporal.api.history.v1.IHistoryEvent[]): number {
@@ -42,7 +44,7 @@ export function billableActions(events: proto.temporal.api.history.v1.IHistoryEv
     else if (type && BILLABLE.has(type)) actions += 1;
     if (
       type === 'EVENT_TYPE_ACTIVITY_TASK_SCHEDULED' &&
-      event.activityTaskScheduledEventAttributes?.activityType?.name === 'submitJob'
+      event.activityTaskScheduledEventAttributes?.activityType?.name === SUBMIT_ACTIVITY
     )
       actions += HEARTBEATS_PER_SUBMIT;
   }
