@@ -22,11 +22,23 @@ export async function readJsonl<T>(path: string): Promise<T[]> {
 export class JsonlTail<T> {
   private offset = 0;
   private objects: Promise<ObjectLogTail<T>> | undefined;
+  /** The last read asked for, settled either way: the next one starts after it. */
+  private last: Promise<unknown> = Promise.resolve();
 
   constructor(readonly path: string) {}
 
   /** The new records, in file order, to `each` (as they are read), else in `records`. */
-  async read(each?: (record: T) => void): Promise<{ records: T[]; reset: boolean }> {
+  read(each?: (record: T) => void): Promise<{ records: T[]; reset: boolean }> {
+    // One tail may be shared by concurrent callers (activities reading one folder through a cache), and a read
+    // moves `offset` on only after awaiting the file: two reads at once would start from the same offset and
+    // both move it on, giving a region twice or skipping one. So each read waits for the one before it (failed
+    // or not) and then gives only what was appended since.
+    const run = this.last.then(() => this.readNext(each));
+    this.last = run.catch(() => undefined);
+    return run;
+  }
+
+  private async readNext(each?: (record: T) => void): Promise<{ records: T[]; reset: boolean }> {
     const records: T[] = [];
     const take = each ?? ((r: T) => void records.push(r));
     if (isStoreUrl(this.path)) {

@@ -183,11 +183,20 @@ function regeneratedOnRetry(code: string | undefined): boolean {
   );
 }
 
+/** What an update of a folder read: the fold, the request keys mentioned with their rows, whether it started over. */
+interface FolderUpdate {
+  fold: PriorFold;
+  mentions: [request: string, rowId: string][];
+  reset: boolean;
+}
+
 /** One output folder's prior outcomes, kept up to date by reading only what its files gained. */
 export class FolderPrior {
   private fold: PriorFold;
   private manifest: JsonlTail<PromptResult>;
   private journal: JsonlTail<JournalEntry>;
+  /** The last refresh or update asked for, settled either way: the next one starts after it. */
+  private last: Promise<unknown> = Promise.resolve();
 
   /** `views`: as PriorFold's (false for a batch's own folder, read for get() only). */
   constructor(
@@ -205,11 +214,24 @@ export class FolderPrior {
    * own folder is then held for the rows ahead of its cursor only. Asked for an earlier line (a new run of
    * the batch starts over), it reads the folder again from the start.
    */
-  async refresh(fromLine?: number): Promise<PriorFold> {
-    if (fromLine !== undefined && fromLine < this.fold.floor) this.restart();
-    const { fold } = await this.update();
-    if (fromLine !== undefined) fold.pass(fromLine);
-    return fold;
+  refresh(fromLine?: number): Promise<PriorFold> {
+    return this.serially(async () => {
+      if (fromLine !== undefined && fromLine < this.fold.floor) this.restart();
+      const { fold } = await this.updateNow();
+      if (fromLine !== undefined) fold.pass(fromLine);
+      return fold;
+    });
+  }
+
+  /**
+   * Runs `step` once the refresh or update before it has ended (failed or not). A folder is shared by
+   * concurrent callers (a cache), and a step replaces the fold and the tails (a file shrank, or a refresh from
+   * an earlier line) while another step may still be reading into them: its records would be folded twice.
+   */
+  private serially<R>(step: () => Promise<R>): Promise<R> {
+    const run = this.last.then(step);
+    this.last = run.catch(() => undefined);
+    return run;
   }
 
   private restart(): void {
@@ -219,7 +241,11 @@ export class FolderPrior {
   }
 
   /** Reads what the files gained; `mentions` pairs each request key they mention with its row. */
-  async update(): Promise<{ fold: PriorFold; mentions: [request: string, rowId: string][]; reset: boolean }> {
+  update(): Promise<FolderUpdate> {
+    return this.serially(() => this.updateNow());
+  }
+
+  private async updateNow(): Promise<FolderUpdate> {
     const mentions: [string, string][] = [];
     // Folded as they are read: a big file's records are never all held at once.
     const m = await this.manifest.read((r) => {
@@ -233,7 +259,7 @@ export class FolderPrior {
     if (m.reset || j.reset) {
       // A file shrank (its torn tail was cut): fold both again from the start.
       this.restart();
-      return { ...(await this.update()), reset: true };
+      return { ...(await this.updateNow()), reset: true };
     }
     return { fold: this.fold, mentions, reset: false };
   }

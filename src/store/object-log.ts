@@ -216,10 +216,21 @@ export class ObjectLogTail<T> {
   /** Parts (and compacted objects) read, by name, with their order. */
   private readonly seen = new Map<string, number>();
   private newest = -1;
+  /** The last read asked for, settled either way: the next one starts after it. */
+  private last: Promise<unknown> = Promise.resolve();
 
   constructor(readonly log: ObjectLog<T>) {}
 
-  async read(each: (record: T) => void): Promise<number> {
+  read(each: (record: T) => void): Promise<number> {
+    // A read marks objects read only after awaiting the store: two reads at once on a shared tail would list
+    // the same unread objects and both give their records. So each read waits for the one before it (failed or
+    // not) and then gives only what appeared since.
+    const run = this.last.then(() => this.readNext(each));
+    this.last = run.catch(() => undefined);
+    return run;
+  }
+
+  private async readNext(each: (record: T) => void): Promise<number> {
     for (let tries = 1; ; tries++) {
       const read = await this.readOnce(each);
       if (read !== undefined) return read;
