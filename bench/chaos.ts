@@ -20,6 +20,7 @@ import { resumeUpdate } from '../src/contract/messages';
 import type { Session } from '../src/client/session';
 import { freePort, startDevServer, type DevServer } from '../src/dev-server/dev-server';
 import { writeVbenchCsv } from './vbench';
+import { gatewayTarget } from '../src/config';
 
 const CLI = fileURLToPath(new URL('../bin/vidbatch.mjs', import.meta.url));
 const o = new Command('chaos')
@@ -96,7 +97,13 @@ const startWorker = () => {
 startWorker();
 
 const client = new Client({ connection: await Connection.connect({ address: server.address }) });
-const session: Session = { client, taskQueue: 'chaos', namespace: 'default', close: async () => {} };
+const session: Session = {
+  client,
+  taskQueue: 'chaos',
+  namespace: 'default',
+  target: gatewayTarget(sim.baseUrl),
+  close: async () => {},
+};
 const started = Date.now();
 const { handle, batchId } = await startBatch(session, csv, {
   concurrency: 50,

@@ -15,6 +15,7 @@ import { runNaivePeer } from './naive-peer';
 import { clairvoyantMakespanMs } from './clairvoyant';
 import { sampleQueueLimit, timelineRows, type TimelineRow } from './timeline';
 import { startWorker } from './worker-process';
+import { gatewayTarget } from '../src/config';
 
 export interface ScenarioOptions {
   prompts: number;
@@ -108,7 +109,13 @@ async function measure(
   cleanup.push(() => Promise.all(workers.map((w) => w.stop())));
   const client = new Client({ connection: await Connection.connect({ address: server.address }) });
   cleanup.push(() => client.connection.close());
-  const session: Session = { client, taskQueue: TASK_QUEUE, namespace: 'default', close: async () => {} };
+  const session: Session = {
+    client,
+    taskQueue: TASK_QUEUE,
+    namespace: 'default',
+    target: gatewayTarget(simVidbatch.baseUrl),
+    close: async () => {},
+  };
 
   const batchOptions: StartBatchOptions = {
     ...(options.scale

@@ -26,6 +26,7 @@ import type { Session } from '../src/client/session';
 import { runCli } from '../src/dev-server/cli-binary';
 import { startDevServer } from '../src/dev-server/dev-server';
 import { createWorker } from '../src/worker';
+import { gatewayTarget } from '../src/config';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 const label = process.argv[2];
@@ -57,7 +58,13 @@ const worker = await createWorker({
   outRoot: join(dir, 'out'),
 });
 const client = new Client({ connection: await Connection.connect({ address: server.address }) });
-const session: Session = { client, taskQueue: TASK_QUEUE, namespace: 'default', close: async () => {} };
+const session: Session = {
+  client,
+  taskQueue: TASK_QUEUE,
+  namespace: 'default',
+  target: gatewayTarget(sim.baseUrl),
+  close: async () => {},
+};
 /** Batches whose histories are not recorded. */
 const skipped = new Set<string>();
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -9,6 +9,12 @@ import { DEFAULT_TASK_QUEUE } from './contract/task-queue';
 
 export interface GatewaySettings {
   baseUrl: string;
+  /**
+   * The account money is spent on (gatewayTarget): what batches, task queues and requests are keyed by. Never
+   * the key, which is a credential that rotates. Set by loadGatewaySettings; settings made by hand (tests) have
+   * their base URL's.
+   */
+  target?: string;
   /** Called per request, so a key file can be rotated without restarting the worker. */
   apiKey: () => string;
   /** Longest wait for the answer to a status or models call (GATEWAY_TIMEOUT_MS, default 20 s). */
@@ -67,8 +73,30 @@ export function loadGatewaySettings(env: NodeJS.ProcessEnv = process.env): Gatew
     throw new ConfigError(
       `GATEWAY_SUBMIT_TIMEOUT_MS must be a number of milliseconds > 0, got "${env.GATEWAY_SUBMIT_TIMEOUT_MS}"`,
     );
-  return { baseUrl, apiKey, timeoutMs, submitTimeoutMs };
+  const target = gatewayTarget(baseUrl, env.GATEWAY_ACCOUNT);
+  return { baseUrl, target, apiKey, timeoutMs, submitTimeoutMs };
 }
+
+const ACCOUNT_LABEL = /^[A-Za-z0-9._-]{1,64}$/;
+
+/**
+ * The target of a gateway: its base URL normalised (scheme and host lower-cased, default port and trailing
+ * slashes dropped), plus `#<account>` when GATEWAY_ACCOUNT names one of several accounts behind one URL.
+ */
+export function gatewayTarget(baseUrl: string, account?: string): string {
+  const url = new URL(baseUrl);
+  const normal = `${url.protocol}//${url.host}${url.pathname.replace(/\/+$/, '')}`;
+  const label = account?.trim();
+  if (!label) return normal;
+  if (!ACCOUNT_LABEL.test(label))
+    throw new ConfigError(
+      `GATEWAY_ACCOUNT must be 1 to 64 letters, digits, '.', '_' or '-' (a label, never the key), got "${label}"`,
+    );
+  return `${normal}#${label}`;
+}
+
+/** The target of `--simulate`: the folder's simulator, never a paid gateway. */
+export const simulatorTarget = (stateFile: string) => `simulate:${resolve(stateFile)}`;
 
 export const DEFAULT_GATEWAY_SUBMIT_TIMEOUT_MS = 120_000;
 

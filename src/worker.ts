@@ -2,6 +2,7 @@
 // Worker of the same process, on the rate-limited gateway queue (worker/gateway-worker.ts). `createWorker` is used by
 // `vidbatch worker`, by `vidbatch run` (in-process worker) and by the tests.
 import { rm, utimes, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { createActivities } from './activities';
@@ -9,6 +10,7 @@ import { openStore } from './store/open-store';
 import type { PathRoots } from './activities/paths';
 import {
   DEFAULT_SHUTDOWN_GRACE_MS,
+  gatewayTarget,
   loadGatewaySettings,
   loadTemporalSettings,
   loadWorkerSettings,
@@ -16,6 +18,7 @@ import {
   type GatewaySettings,
 } from './config';
 import { GATEWAY_ACTIVITIES } from './contract/rate-budget';
+import { workerIdentity } from './contract/target';
 import { ConfigError } from './errors';
 import { GatewayClient } from './gateway/client';
 import { loadGatewayRps, withGatewayWorker } from './worker/gateway-worker';
@@ -70,6 +73,12 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     connection: options.connection,
     namespace: options.namespace,
     taskQueue: options.taskQueue,
+    // The worker declares the target it pays on: a starter that holds no gateway settings (a deployment) names
+    // its batches after it (client/target.ts).
+    identity: workerIdentity(
+      options.gateway.target ?? gatewayTarget(options.gateway.baseUrl),
+      `${process.pid}@${hostname()}`,
+    ),
     ...(workflowBundle ? { workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
     activities: mainActivities,
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? 200,

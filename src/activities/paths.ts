@@ -16,8 +16,17 @@ export interface PathRoots {
   out: string[];
   /** Videos are downloaded only under these (VIDBATCH_DOWNLOAD_ROOT, default the out root). */
   download: string[];
+  /**
+   * More folders, asked only for a path outside the lists above: the in-process worker of a `vidbatch run`
+   * shares its queue with the other processes of its folder that have the same settings, so it runs their rows
+   * and allows what they allow (dev-server/allowances.ts). Never set for `vidbatch worker`.
+   */
+  shared?: SharedRoots;
 }
-export type RootKind = keyof PathRoots;
+export type RootKind = 'input' | 'out' | 'download';
+
+/** Absolute folders by kind; `fresh`: read now (a miss must not be a stale copy), else a recent copy will do. */
+export type SharedRoots = (fresh: boolean) => Promise<Partial<Record<RootKind, string[]>>>;
 
 /** The setting an operator changes to allow another folder, named in every refusal. */
 export const ROOT_ENV: Record<RootKind, string> = {
@@ -68,9 +77,18 @@ export async function confine(path: string, kind: RootKind, roots: PathRoots): P
     throw new PathNotAllowedError(path, roots[kind].filter(isStoreUrl), 'VIDBATCH_STORE');
   }
   const real = await realPathOf(path);
-  for (const root of roots[kind].filter((r) => !isStoreUrl(r)))
-    if (isWithin(real, await realPathOf(root))) return real;
+  if (await underAny(real, roots[kind])) return real;
+  // Checked as strictly as the worker's own roots: each folder's realpath, the path's realpath under it.
+  if (roots.shared)
+    for (const fresh of [false, true])
+      if (await underAny(real, ((await roots.shared(fresh))[kind] ?? []).filter(isAbsolute))) return real;
   throw new PathNotAllowedError(path, roots[kind], ROOT_ENV[kind]);
+}
+
+async function underAny(real: string, roots: string[]): Promise<boolean> {
+  for (const root of roots.filter((r) => !isStoreUrl(r)))
+    if (isWithin(real, await realPathOf(root))) return true;
+  return false;
 }
 
 /**

@@ -12,6 +12,7 @@ import { FolderPrior } from '../results/prior';
 import { RequestIndex } from '../results/request-index';
 import { loadStoreSetting } from '../config';
 import { isStoreUrl, joinStorePath } from '../store/store-url';
+import { batchIdFor } from '../client/batches';
 import { estimateLine } from './estimate';
 
 export interface ReusePlan {
@@ -63,7 +64,8 @@ export async function reusePlan(
 /** Prints the plan of `csv` as JSON on stdout, and the reuse and cost lines on stderr. */
 export async function printPlan(
   csv: ParsedCsv,
-  batchId: string,
+  /** The gateway account the run would pay on (client/target.ts plannedTarget): it names the batch. */
+  target: string,
   o: {
     outRoot?: string;
     fresh?: boolean;
@@ -74,6 +76,7 @@ export async function printPlan(
   },
 ): Promise<void> {
   const outRoot = resolve(o.outRoot || process.env.VIDBATCH_OUT_ROOT || 'out');
+  const batchId = batchIdFor(csv, { target, root: loadStoreSetting() ?? outRoot });
   if (o.enhance) assignRequestKeys(csv.rows, o.enhance);
   const { plan: reuse, newRows, root } = await reusePlan(csv.rows, outRoot, batchId, !o.fresh);
   const estimate = o.prices && estimateRows(newRows, o.prices);

@@ -110,6 +110,29 @@ export async function withSession<T>(fn: (session: Session) => Promise<T>): Prom
   }
 }
 
+/**
+ * withSession, with the batch `ref` names resolved in it: a batch id, or the CSV it was made from (client/batches.ts
+ * resolveBatchId; this environment's gateway target and root pick among several batches of one CSV).
+ */
+export async function withBatch<T>(
+  ref: string,
+  fn: (session: Session, batchId: string) => Promise<T>,
+  outRoot?: string,
+): Promise<T> {
+  const [{ resolveBatchId }, { gatewayTarget }] = await Promise.all([
+    import('../client/batches'),
+    import('../config'),
+  ]);
+  const env = process.env;
+  const root = env.VIDBATCH_STORE || outRoot || env.VIDBATCH_OUT_ROOT || 'out';
+  const baseUrl = env.GATEWAY_BASE_URL?.trim();
+  return withSession(async (s) => {
+    const scope = baseUrl ? { target: gatewayTarget(baseUrl, env.GATEWAY_ACCOUNT), root } : undefined;
+    const batchId = await resolveBatchId(ref, s.client, { ...(scope ? { scope } : {}), outRoot: root });
+    return fn(s, batchId);
+  });
+}
+
 /** "9 succeeded, 1 failed of 10", and where the manifest is when asked. */
 export function summaryLine(
   result: Pick<BatchResult, 'succeeded' | 'failed' | 'total'> & { manifestPath?: string },

@@ -25,6 +25,8 @@ export const PROMPT_STATES = ['submitting', 'running', 'blocked', 'succeeded', '
 
 export interface BatchStatus {
   batchId: string;
+  /** The account it pays on (config.ts gatewayTarget), from its memo. */
+  target?: string;
   /** Temporal's status of the batch workflow: RUNNING, COMPLETED, CANCELLED, FAILED, TERMINATED... */
   workflowStatus: string;
   startTime: Date;
@@ -99,6 +101,7 @@ export async function batchStatus(
   if (o.taskQueue) checkSameVersion(description, o.taskQueue);
   const status: BatchStatus = {
     batchId,
+    ...(typeof description.memo?.target === 'string' ? { target: description.memo.target } : {}),
     workflowStatus: description.status.name,
     startTime: description.startTime,
     closeTime: description.closeTime,
@@ -153,6 +156,8 @@ export async function pollsHeldUntil(client: Client, batchId: string, max = 50):
 
 export interface BatchSummary {
   batchId: string;
+  /** The account it pays on (config.ts gatewayTarget), from its memo. */
+  target?: string;
   workflowStatus: string;
   startTime: Date;
   closeTime?: Date;
@@ -170,6 +175,7 @@ export async function listBatches(client: Client, limit = 20): Promise<BatchSumm
     if (seen.has(wf.workflowId)) continue;
     seen.set(wf.workflowId, {
       batchId: wf.workflowId,
+      ...(typeof wf.memo?.target === 'string' ? { target: wf.memo.target } : {}),
       workflowStatus: wf.status.name,
       startTime: wf.startTime,
       closeTime: wf.closeTime,

@@ -10,8 +10,7 @@ import {
   type WorkflowExecutionDescription,
   type WorkflowHandle,
 } from '@temporalio/client';
-import proto from '@temporalio/proto';
-import { progressQuery } from '../contract/messages';
+import { progressQuery, resumeUpdate } from '../contract/messages';
 import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
 import type { BatchInput, BatchResult } from '../contract/batch';
 import { DEFAULT_BATCH_OPTIONS, concurrencyProblem, type BatchOptions } from '../contract/batch-options';
@@ -29,19 +28,55 @@ import { findManifest, localFolderOf } from './batch-status';
 import { previousInput, waitForTerminatedSubmits } from './rerun';
 import { batchWorkflow } from '../workflows';
 import type { Session } from './session';
-import { queueBase } from './task-queue';
+import { batchTarget, pollersOf, type BatchTarget } from './target';
+import { queueBase, scopeDigest, type BatchScope } from './task-queue';
+import { BATCH_ID } from '../contract/target';
 
-export function batchIdFor(csv: ParsedCsv): string {
-  return `batch-${csv.sha256.slice(0, 16)}`;
+/**
+ * `batch-<16 hex of the CSV's sha256>-<8 hex of its scope>`: a batch is its file, its target and its output root,
+ * so a `--simulate` try-out and the real run of one file, or one file run into two roots, are separate batches.
+ */
+export function batchIdFor(csv: Pick<ParsedCsv, 'sha256'>, scope: BatchScope | string): string {
+  const hex = typeof scope === 'string' ? scope : scopeDigest(scope, 8);
+  return `batch-${csv.sha256.slice(0, 16)}-${hex}`;
 }
 
-const BATCH_ID = /^batch-[0-9a-f]{16}$/;
-
-/** A batch is named by its id or by the CSV it was made from. */
-export async function resolveBatchId(ref: string): Promise<string> {
+/**
+ * A batch is named by its id or by the CSV it was made from. A CSV names every batch made from it (one per target
+ * and root): the one of this process's scope when it is among them, else the latest started, and the others are
+ * said. A batch Temporal has forgotten is found by its folder in the output root.
+ */
+export async function resolveBatchId(
+  ref: string,
+  client: Client,
+  hint: { scope?: BatchScope; outRoot?: string; log?: (message: string) => void } = {},
+): Promise<string> {
   if (BATCH_ID.test(ref)) return ref;
-  if (existsSync(ref)) return batchIdFor(await loadCsv(ref));
-  throw new Error(`"${ref}" is neither a batch id (batch-<16 hex>) nor a CSV file`);
+  if (!existsSync(ref)) throw new Error(`"${ref}" is neither a batch id (batch-<16 hex>-<8 hex>) nor a CSV file`);
+  const csv = await loadCsv(ref);
+  const prefix = `batch-${csv.sha256.slice(0, 16)}-`;
+  const found = new Map<string, { started: number; target?: string }>();
+  for await (const w of client.workflow.list({ query: `WorkflowType = '${batchWorkflow.name}'` }))
+    if (w.workflowId.startsWith(prefix) && !found.has(w.workflowId))
+      found.set(w.workflowId, {
+        started: w.startTime.getTime(),
+        ...(typeof w.memo?.target === 'string' ? { target: w.memo.target } : {}),
+      });
+  if (!found.size) {
+    const root = hint.outRoot ?? process.env.VIDBATCH_OUT_ROOT ?? 'out';
+    for (const name of await readdir(root).catch(() => [] as string[]))
+      if (name.startsWith(prefix) && BATCH_ID.test(name)) found.set(name, { started: 0 });
+  }
+  if (!found.size) throw new Error(`no batch of ${ref} is known here (run it first, or name the batch by its id)`);
+  const own = hint.scope && batchIdFor(csv, hint.scope);
+  const ids = [...found.keys()].sort((a, b) => found.get(b)!.started - found.get(a)!.started);
+  const chosen = own && found.has(own) ? own : ids[0]!;
+  if (ids.length > 1)
+    (hint.log ?? ((m) => console.error(m)))(
+      `${ref} has ${ids.length} batches (${ids.map((id) => `${id} for ${found.get(id)!.target ?? 'an unknown target'}`).join(', ')}): ` +
+        `using ${chosen}; name another by its id`,
+    );
+  return chosen;
 }
 
 /**
@@ -53,36 +88,43 @@ export function checkSameVersion(description: WorkflowExecutionDescription, task
     throw new OtherVersionBatchError(description.workflowId, description.taskQueue, taskQueue);
 }
 
+/** How long `cancel` waits for a batch no worker serves to run its cancellation before terminating it. */
+export const UNSERVED_CANCEL_WAIT_MS = 10_000;
+
 /**
- * Cancels a batch. A batch of another major version (0.x) is terminated instead: no worker of this version
- * polls its task queue, so a cancel request would wait forever for a 0.x worker. Its jobs are in the jobs
- * journal, so running its file again checks them instead of paying again.
+ * Cancels a batch, and always ends it. A batch no worker of this version serves (a 0.x batch, or one whose
+ * process ended) cannot run its cancellation: it gets a bounded wait in case a worker comes, then is terminated.
+ * Its jobs are in the jobs journal, so running its file again checks them instead of paying again.
  */
 export async function cancelBatch(
-  client: Client,
+  session: Session,
   batchId: string,
-  taskQueue: string,
-): Promise<'cancelled' | 'terminated'> {
-  const handle = batchHandle(client, batchId);
+  waitMs = UNSERVED_CANCEL_WAIT_MS,
+): Promise<'cancelled' | 'terminated-old' | 'terminated-unserved'> {
+  const handle = batchHandle(session.client, batchId);
   const description = await handle.describe();
-  if (description.status.name === 'RUNNING' && queueBase(description.taskQueue) !== queueBase(taskQueue)) {
+  const running = description.status.name === 'RUNNING';
+  if (running && queueBase(description.taskQueue) !== queueBase(session.taskQueue)) {
     await handle.terminate(
       `cancelled from vidbatch 1.x: no worker of this version runs task queue "${description.taskQueue}"`,
     );
-    return 'terminated';
+    return 'terminated-old';
   }
   await handle.cancel();
-  return 'cancelled';
-}
-
-/** Whether any worker has polled `taskQueue` lately (the server keeps pollers of the last few minutes). */
-async function polled(session: Session, taskQueue: string): Promise<boolean> {
-  const { pollers } = await session.client.workflowService.describeTaskQueue({
-    namespace: session.namespace,
-    taskQueue: { name: taskQueue },
-    taskQueueType: proto.temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-  });
-  return (pollers ?? []).length > 0;
+  if (!running || (await pollersOf(session, description.taskQueue)).length > 0) return 'cancelled';
+  const closed = await Promise.race([
+    handle.result().then(
+      () => true,
+      () => true,
+    ),
+    sleep(waitMs).then(() => false),
+  ]);
+  if (closed) return 'cancelled';
+  if ((await pollersOf(session, description.taskQueue)).length > 0) return 'cancelled';
+  await handle
+    .terminate(`cancelled: no worker polls task queue "${description.taskQueue}" to run the cancellation`)
+    .catch(() => undefined); // closed meanwhile
+  return 'terminated-unserved';
 }
 
 export function batchHandle(client: Client, batchId: string): WorkflowHandle<typeof batchWorkflow> {
@@ -158,6 +200,8 @@ function changedOptions(before: BatchOptions, after: BatchOptions): string[] {
 export interface StartedBatch {
   handle: WorkflowHandle<typeof batchWorkflow>;
   batchId: string;
+  /** The target it runs for, and where that came from. */
+  target: BatchTarget;
   /** The batch was already running or completed: this attached to it. */
   attached: boolean;
   /** The task queue of the running batch this attached to, when it is not this process's: only followed here. */
@@ -177,20 +221,24 @@ export async function startBatch(
   if (!parsed && typeof source !== 'string') throw new Error('startBatch: an object source comes parsed');
   const csv = parsed ?? (await loadValidCsv(source as string));
   const csvPath = sourceName(source, resolve);
-  const batchId = batchIdFor(csv);
+  const { outRoot, store: storeUrl } = loadWorkerSettings();
+  const target = await batchTarget(session);
+  // The root the batch's folder goes in: --out-root, else the shared store, else the worker's.
+  const root = options.outDir ?? storeUrl ?? outRoot;
+  const batchId = batchIdFor(csv, { target: target.target, root });
   const { retryOf, priorOutDir, ...rest } = options;
   const previous = await session.client.workflow
     .getHandle(batchId)
     .describe()
     .catch(() => undefined);
   if (previous) checkSameVersion(previous, session.taskQueue);
-  // Running for another gateway (another terminal, key or --simulate): its own workers run it; this process
-  // only follows it, and never runs its rows with this process's gateway.
+  // Running on another task queue (started with another VIDBATCH_TASK_QUEUE): its own workers run it; this
+  // process only follows it, and never runs its rows itself.
   if (previous?.status.name === 'RUNNING' && previous.taskQueue !== session.taskQueue) {
-    if (!(await polled(session, previous.taskQueue)))
+    if ((await pollersOf(session, previous.taskQueue)).length === 0)
       throw new UnservedBatchError(batchId, previous.taskQueue);
     const handle = session.client.workflow.getHandle<typeof batchWorkflow>(batchId);
-    return { handle, batchId, attached: true, runsOn: previous.taskQueue };
+    return { handle, batchId, target, attached: true, runsOn: previous.taskQueue };
   }
   // Failed, cancelled or terminated batches may be started again (the new run continues from what the earlier
   // ones recorded: rows that succeeded are not submitted, known jobs are checked); running or completed ones
@@ -216,7 +264,6 @@ export async function startBatch(
   };
   // --no-download given to a batch that had a download root: no root is left to suggest otherwise.
   if (batchOptions.download === false) delete batchOptions.downloadDir;
-  const { outRoot, store: storeUrl } = loadWorkerSettings();
   const shared = storeUrl ? await openStore(storeUrl, outRoot) : undefined;
   // With a shared store, a new batch keeps its journal and results there, named by URL (a re-run keeps its
   // batch's place, where its journal is).
@@ -280,20 +327,46 @@ export async function startBatch(
       ],
       staticSummary: `vidbatch: ${csv.rows.length} prompts from ${typeof source === 'string' ? source : source.url}`,
       staticDetails:
-        `**CSV:** ${csvPath}\n\n**sha256:** ${csv.sha256}\n\n**Window:** ${batchOptions.concurrency} prompts` +
+        `**CSV:** ${csvPath}\n\n**sha256:** ${csv.sha256}\n\n**Target:** ${target.target}` +
+        `\n\n**Window:** ${batchOptions.concurrency} prompts` +
         (retryOf ? `\n\n**Retries the failed rows of:** ${retryOf}` : ''),
-      memo: { csvPath, ...(csvRef !== csvPath ? { csvRef } : {}), ...(retryOf ? { retryOf } : {}) },
+      memo: {
+        csvPath,
+        target: target.target,
+        ...(csvRef !== csvPath ? { csvRef } : {}),
+        ...(retryOf ? { retryOf } : {}),
+      },
     });
     if (!attached) await sayOlderBatchesOf(session, csvPath, batchId, log);
-    return { handle, batchId, attached };
+    else if (previous?.status.name === 'RUNNING' && session.worker) await resumeRefusedKey(handle, log);
+    return { handle, batchId, target, attached };
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
     return {
       handle: session.client.workflow.getHandle<typeof batchWorkflow>(batchId),
       batchId,
+      target,
       attached: true,
     };
   }
+}
+
+/**
+ * A batch paused because the gateway refused its key goes on when its file is run again: the key is a
+ * credential, not the batch's identity, and this process brings its own (a new one, or the old one fixed). A key
+ * that is still refused pauses the batch again after one request.
+ */
+async function resumeRefusedKey(
+  handle: WorkflowHandle<typeof batchWorkflow>,
+  log: (message: string) => void,
+): Promise<void> {
+  const progress = await getProgress(handle);
+  if (progress?.pauseKind !== 'key') return;
+  await handle.executeUpdate(resumeUpdate);
+  log(
+    `${handle.workflowId} was paused: ${progress.pausedReason}. Resumed with this process's key: its rows go on ` +
+      '(a key still refused pauses it again after one request)',
+  );
 }
 
 export async function getProgress(handle: WorkflowHandle): Promise<BatchProgress | undefined> {
@@ -368,6 +441,8 @@ async function earlierRetries(
   dir: string,
   batchId: string,
   code: string | undefined,
+  /** The scope retries of it are started in (this process's target, the original's root). */
+  scope: BatchScope,
 ): Promise<{ retry: EarlierRetry; ids: string[] }[]> {
   const own = basename(retryCsvPath(dir, batchId, code));
   const mine = (f: string) => f.startsWith(`retry-of-${batchId}`) && f.endsWith('.csv') && f !== own;
@@ -389,7 +464,7 @@ async function earlierRetries(
       return chunks && loadCsvFrom(chunks, joinStorePath(dir, name));
     })().catch(() => undefined);
     if (!csv || csv.problems.length) continue;
-    const retryId = batchIdFor(csv);
+    const retryId = batchIdFor(csv, scope);
     const started = await batchHandle(client, retryId)
       .describe()
       .then(() => true)
@@ -414,7 +489,11 @@ export async function retryFailed(
   const { code, outRoot = 'out', onEarlier, onLeftOut, ...start } = options;
   const manifest = await findManifest(session.client, batchId, outRoot);
   // A row an earlier retry took goes on in that retry (whose folder knows its new job), never paid again here.
-  const earlier = await earlierRetries(session.client, dirname(manifest), batchId, code);
+  const scope = {
+    target: (await batchTarget(session)).target,
+    root: isStoreUrl(manifest) ? dirname(dirname(manifest)) : outRoot,
+  };
+  const earlier = await earlierRetries(session.client, dirname(manifest), batchId, code, scope);
   const taken = new Set(earlier.flatMap((e) => e.ids));
   if (earlier.length) onEarlier?.(earlier.map((e) => e.retry));
   // The CSV goes beside the batch's results on this machine; for a batch in the store, into the store too.

@@ -10,13 +10,16 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import type { PathRoots } from '../activities/paths';
 import {
+  gatewayTarget,
   loadGatewaySettings,
   loadTemporalSettings,
   loadWorkerSettings,
   shutdownForceMs,
+  simulatorTarget,
   type GatewaySettings,
   type TemporalSettings,
 } from '../config';
+import { ALLOW_DIR, shareAllowances } from '../dev-server/allowances';
 import { DEFAULT_DB_FILE, startDevServer } from '../dev-server/dev-server';
 import {
   claimLocalServer,
@@ -67,6 +70,12 @@ export const NO_SERVER_MESSAGE =
 export interface Session {
   client: Client;
   taskQueue: string;
+  /**
+   * The target this process's worker pays on (config.ts gatewayTarget; `simulate:...` with --simulate). Unset
+   * where this process runs no worker (a deployment's starter): its batches run for the target its workers
+   * declare (client/target.ts).
+   */
+  target?: string;
   namespace: string;
   uiUrl?: string;
   /** Unset in sessions that tests and benchmarks build by hand. */
@@ -97,7 +106,12 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
     let simulator: Simulator | undefined;
     if (options.simulate) {
       simulator = await startLocalSimulator(options.simulate, cleanups);
-      gateway = { baseUrl: simulator.baseUrl, apiKey: () => SIMULATOR_KEY, timeoutMs: 20_000 };
+      gateway = {
+        baseUrl: simulator.baseUrl,
+        target: simulatorTarget(SIMULATOR_STATE_FILE),
+        apiKey: () => SIMULATOR_KEY,
+        timeoutMs: 20_000,
+      };
     }
     const server = temporal.address
       ? { connectionOptions: temporal.connectionOptions, uiUrl: undefined, kind: 'address' as const }
@@ -108,16 +122,14 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
 
     let worker: Worker | undefined;
     let taskQueue = temporal.taskQueue;
+    let target: string | undefined;
     if (wantWorker) {
       gateway ??= loadGatewaySettings(env);
       const { outRoot, roots, shutdownGraceMs, store } = loadWorkerSettings(env);
-      // This process's worker is the one its batches wait for: a queue of its own gateway (see task-queue.ts).
+      target = gateway.target ?? gatewayTarget(gateway.baseUrl);
+      // This process's worker is the one its batches wait for: a queue of its own target (see task-queue.ts).
       if (!temporal.address || simulator)
-        taskQueue = isolatedQueue(temporal.taskQueue, {
-          gateway: simulator ? `simulate:${resolve(SIMULATOR_STATE_FILE)}` : gateway.baseUrl,
-          apiKey: gateway.apiKey(),
-          outRoot,
-        });
+        taskQueue = isolatedQueue(temporal.taskQueue, { target, root: store ?? outRoot });
       const workerConnection = await NativeConnection.connect(server.connectionOptions);
       worker = await createWorker({
         connection: workerConnection,
@@ -129,6 +141,11 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
           input: [...roots.input, ...(options.allow?.input ?? [])],
           out: [...roots.out, ...(options.allow?.out ?? [])],
           download: [...roots.download, ...(options.allow?.download ?? [])],
+          // On the folder's own queue this worker also runs the rows of the folder's other processes with the
+          // same settings: it allows what they allow, and they what this one does (dev-server/allowances.ts).
+          ...(!temporal.address || simulator
+            ? await shareAllowances(resolve(ALLOW_DIR), taskQueue, options.allow, cleanups)
+            : {}),
         },
         ...(store ? { store } : {}),
         shutdownGraceMs,
@@ -151,6 +168,7 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
     return {
       client,
       taskQueue,
+      ...(target ? { target } : {}),
       namespace: temporal.namespace,
       uiUrl: server.uiUrl,
       server: server.kind,
@@ -164,7 +182,7 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
   }
 }
 
-const SIMULATOR_STATE_FILE = join(STATE_DIR, 'simulator-state.json');
+export const SIMULATOR_STATE_FILE = join(STATE_DIR, 'simulator-state.json');
 
 /** `--simulate`: the gateway simulator with its state under .vidbatch/, so a second run finds its jobs. */
 async function startLocalSimulator(

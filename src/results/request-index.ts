@@ -11,6 +11,7 @@ import { objectAt } from '../store/open-store';
 import { isStoreUrl, joinStorePath } from '../store/store-url';
 import { isContentRefusal, JOB_GONE_CODE, type PromptResult } from '../contract/prompt';
 import { rowFields, type PriorOutcome, type PromptRow } from '../contract/rows';
+import { scopeOfBatch } from '../contract/target';
 import { FolderPrior, type PriorFold, type RowView } from './prior';
 
 /**
@@ -54,7 +55,6 @@ interface Folder {
   rowsByRequest: Map<string, Set<string>>;
 }
 
-const BATCH_FOLDER = /^batch-[0-9a-f]{16}$/;
 
 /** The folders directly under a store URL (one listing, however many objects they hold). */
 async function storeFolders(url: string): Promise<string[]> {
@@ -70,15 +70,18 @@ export class RequestIndex {
   constructor(readonly root: string) {}
 
   /**
-   * Reads what the root's batch folders gained since the last refresh (new folders included). `except`, the
-   * asking batch's own folder, is never read: its rows are its own prior, folded elsewhere.
+   * Reads what the root's batch folders of `except`'s scope gained since the last refresh (new folders
+   * included). `except`, the asking batch's own folder, is never read: its rows are its own prior, folded
+   * elsewhere. A batch of another target (another gateway account, or `--simulate`) is never read: its jobs
+   * were not made where this batch pays, so nothing of it is reused or followed.
    */
-  async refresh(except?: string): Promise<this> {
+  async refresh(except: string): Promise<this> {
+    const scope = scopeOfBatch(except);
     const store = isStoreUrl(this.root);
     const names = store
       ? await storeFolders(this.root)
       : await readdir(this.root).catch(() => [] as string[]);
-    for (const name of names.filter((n) => BATCH_FOLDER.test(n) && n !== except)) {
+    for (const name of names.filter((n) => n !== except && scope && scopeOfBatch(n) === scope)) {
       let folder = this.folders.get(name);
       if (!folder) {
         const dir = store ? joinStorePath(this.root, name) : join(this.root, name);
@@ -103,8 +106,10 @@ export class RequestIndex {
     let follow: RequestSource | undefined;
     let settled: RequestSource | undefined;
     let unknownSubmits = 0;
+    const scope = scopeOfBatch(except);
     for (const [batchId, folder] of this.folders) {
-      if (batchId === except || !folder.fold) continue;
+      // Only batches of the asker's target and root: one index serves every batch of the root.
+      if (batchId === except || !folder.fold || !scope || scopeOfBatch(batchId) !== scope) continue;
       for (const rowId of folder.rowsByRequest.get(request) ?? []) {
         const view = folder.fold.view(rowId);
         // A row whose key changed since (it cannot, but a hand-edited file could) is not this request.

@@ -304,7 +304,9 @@ export class BatchState {
     if (!this.inFlight.has(rowId)) return;
     this.blocked.add(rowId);
     if (!this.pausedReason) this.effects.setState('paused');
-    this.pausedReason = `the gateway refused the API key (${reason}); fix the key, then resume the batch`;
+    this.pausedReason =
+      `the gateway refused the API key (${reason}); run the file again with a working key ` +
+      '(or fix the key the workers read, then `vidbatch resume` the batch)';
     this.pauseKind = 'key';
     this.changed();
   }

@@ -78,7 +78,7 @@ describe.skipIf(!ADDRESS)('the self-hosted cluster (Temporal on PostgreSQL, scri
       { cwd: folders[2]!, env: temporal },
     );
     expect(run.code, run.stderr).toBe(0);
-    const batch = /Started batch (batch-[0-9a-f]{16})/.exec(run.stderr)?.[1];
+    const batch = /Started batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(run.stderr)?.[1];
     expect(batch, run.stderr).toBeDefined();
 
     const recovered: Record<string, number> = {};

@@ -81,7 +81,7 @@ describe.skipIf(!ADDRESS || !OLD)('a rolling upgrade on the cluster', () => {
       { cwd: folders.user, env: temporal, cli: oldCli },
     );
     expect(started.code, started.stderr).toBe(0);
-    const batch = /Started batch (batch-[0-9a-f]{16})/.exec(started.stderr)![1]!;
+    const batch = /Started batch (batch-[0-9a-f]{16}(?:-[0-9a-f]{8})?)/.exec(started.stderr)![1]!;
     const deadline = Date.now() + 300_000;
     while ((await stats()).jobsCreated < 20 && Date.now() < deadline) await sleep(250);
 

@@ -61,7 +61,7 @@ describe.runIf(ADDRESS && versitygw)('the cluster with an object store and nothi
       env: shared,
     });
     expect(run.code, run.stderr).toBe(0);
-    const batch = /Started batch (batch-[0-9a-f]{16})/.exec(run.stderr)![1]!;
+    const batch = /Started batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(run.stderr)![1]!;
 
     const recovered: Record<string, number> = {};
     await until(40);

@@ -39,7 +39,7 @@ describe.skipIf(!ADDRESS || !UI || !CHROMIUM)('the Temporal Web UI of the cluste
     // `run --simulate`: the simulator and a worker in this process, the batch on the cluster.
     const run = await vidbatch(['run', 'p.csv', '--simulate'], { cwd: dir, env });
     expect(run.code, run.stderr).toBe(0);
-    const batch = /(batch-[0-9a-f]{16})/.exec(run.stdout + run.stderr)![1]!;
+    const batch = /(batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(run.stdout + run.stderr)![1]!;
 
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
     const page = await browser.newPage();

@@ -29,7 +29,7 @@ describe('a gateway that caps running jobs', () => {
     await writeVbenchCsv(join(dir, 'p.csv'), ROWS, 'all_dimension', 1800);
     const run = await vidbatch(['run', 'p.csv', '--detach', ...POLL], { cwd: dir, env });
     expect(run.code, run.stderr).toBe(0);
-    const batch = /Started batch (batch-[0-9a-f]{16})/.exec(run.stderr)![1]!;
+    const batch = /Started batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(run.stderr)![1]!;
 
     // While rows wait for a slot, status says so (the gate holds for most of the run: 20 rows, 3 at a time).
     let gate = '';

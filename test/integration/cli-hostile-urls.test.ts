@@ -155,7 +155,7 @@ describe('hostile result URLs and error pages from the command line', () => {
       expect(rows.reduce((n, row) => n + (row.unknownSubmits ?? 0), 0)).toBe(pages);
       // Each 500 came after the job was made: one job per POST.
       expect(jobs).toBe(12 + pages - failed);
-      const batchId = /(batch-[0-9a-f]{16})/.exec(r.stdout)![1]!;
+      const batchId = /(batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(r.stdout)![1]!;
       // What a user looks at afterwards: status, results and its exports.
       outputs[`${name} run`] = r;
       outputs[`${name} status`] = await vidbatch(['status', batchId], { cwd: e.dir, env: cliSettings(e) });

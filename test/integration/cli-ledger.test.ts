@@ -94,7 +94,7 @@ describe('spend ledger (spawned vidbatch)', () => {
       cwd: env.dir,
       env: cliSettings(env),
     });
-    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
     const handle = batchHandle(env.client, batchId);
     const progressed = (test: (p: BatchProgress) => boolean) => async () => {
       const progress = await getProgress(handle);
@@ -199,7 +199,7 @@ describe('spend ledger (spawned vidbatch)', () => {
     const run = await command(env, ['run', csv, '--price', 'modelfamily-1.0-r2v=0.25', ...FAST]);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain('jobs made: 4 for 4 rows (4 kept), estimated cost 8.00');
-    const batchId = /(batch-[0-9a-f]{16})/.exec(run.stdout)![1]!;
+    const batchId = /(batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(run.stdout)![1]!;
     await writeFile(
       join(env.dir, 'prices.json'),
       JSON.stringify({ currency: 'EUR', prices: [{ model: '*', perVideo: 1.5 }] }),

@@ -51,7 +51,7 @@ async function runAndCancel(e: TestEnv, csv: string, failed: number, concurrency
     cwd: e.dir,
     env: cliSettings(e),
   });
-  const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+  const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
   await waitForProgress(e.client.workflow.getHandle(batchId), (p) => p.failed >= failed);
   const cancelled = await command(e, ['cancel', batchId]);
   expect(cancelled.code, output(cancelled)).toBe(0);
@@ -110,7 +110,7 @@ describe('nothing is bought again by accident (spawned vidbatch, Idempotency-Key
 
     // Deliberately: one new job per refused row, none for the others.
     const retry = await command(env, ['retry-failed', batchId, '--code', 'content_moderation', ...FAST]);
-    expect(retry.stderr, output(retry)).toMatch(/Started batch-[0-9a-f]{16}: 2 failed rows of/);
+    expect(retry.stderr, output(retry)).toMatch(/Started batch-[0-9a-f]{16}-[0-9a-f]{8}: 2 failed rows of/);
     expect(jobsPerRow(env)).toEqual({ ...afterRerun, r1: 2, r2: 2 });
   });
 
@@ -120,7 +120,7 @@ describe('nothing is bought again by accident (spawned vidbatch, Idempotency-Key
     const { csv } = await csvOf(env, ['a red kite', 'a blue kite', 'a green kite']);
     const first = await command(env, ['run', csv, ...FAST]);
     expect(first.stdout, output(first)).toMatch(/0 succeeded, 3 failed of 3/);
-    const batchId = /(batch-[0-9a-f]{16})/.exec(first.stdout)![1]!;
+    const batchId = /(batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(first.stdout)![1]!;
     expect(Object.values(await finalRows(env, batchId)).map((r) => r.errorCode)).toEqual([
       'no_video_url',
       'no_video_url',
@@ -166,7 +166,7 @@ describe('nothing is bought again by accident (spawned vidbatch, Idempotency-Key
     expect(again.r2).toMatchObject({ errorCode: 'job_gone', jobId: jobOf('r2') });
 
     const retry = await command(env, ['retry-failed', batchId, '--code', 'job_gone', ...FAST]);
-    expect(retry.stderr, output(retry)).toMatch(/Started batch-[0-9a-f]{16}: 2 failed rows of/);
+    expect(retry.stderr, output(retry)).toMatch(/Started batch-[0-9a-f]{16}-[0-9a-f]{8}: 2 failed rows of/);
     expect(jobsPerRow(env)).toEqual({ ...afterRerun, r1: 2, r2: 2 });
   });
 });

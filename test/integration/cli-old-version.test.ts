@@ -10,6 +10,7 @@ import { batchIdFor } from '../../src/client/batches';
 import type { BatchInput } from '../../src/contract/batch';
 import { DEFAULT_BATCH_OPTIONS } from '../../src/contract/batch-options';
 import { DEFAULT_TASK_QUEUE } from '../../src/contract/task-queue';
+import { gatewayTarget } from '../../src/config';
 import { loadValidCsv } from '../../src/input/csv';
 import { vidbatch } from './cli-helpers';
 import { testEnv, type TestEnv } from './helpers';
@@ -31,7 +32,8 @@ describe('a batch started by vidbatch 0.x', () => {
     const tag = randomUUID().slice(0, 8);
     await writeFile(csvPath, `id,prompt\nr1,a lighthouse ${tag}\nr2,a harbour ${tag}\n`);
     const csv = await loadValidCsv(csvPath);
-    const batchId = batchIdFor(csv);
+    // The batch `run` below names: this file, for the simulator's target, in the default root.
+    const batchId = batchIdFor(csv, { target: gatewayTarget(e.sim.baseUrl), root: join(e.dir, 'out') });
     // What a 0.x `run` left: the batch workflow open on the old queue (no worker needed for the test).
     const input: BatchInput = {
       batchId,

@@ -41,7 +41,7 @@ async function jobsMade(e: TestEnv, n: number, output: () => string): Promise<vo
 }
 
 const reuseOf = (r: CliRun) => (JSON.parse(r.stdout) as { reuse: unknown }).reuse;
-const batchOf = (r: CliRun) => /(batch-[0-9a-f]{16}):/.exec(r.stdout)?.[1];
+const batchOf = (r: CliRun) => /(batch-[0-9a-f]{16}-[0-9a-f]{8}):/.exec(r.stdout)?.[1];
 
 describe('pay once per request in an output root (spawned vidbatch, simulator ignoring Idempotency-Key)', () => {
   it('an edited and extended file pays for the new rows only; the same rows reordered pay nothing', async () => {
@@ -116,7 +116,7 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
       cwd: env.dir,
       env: cliSettings(env),
     });
-    const batchA = (await started.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    const batchA = (await started.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
     await jobsMade(env, 4, started.output);
     expect((await vidbatchIn(env, ['cancel', batchA])).code).toBe(0);
     await started.done;
@@ -148,7 +148,7 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
       cwd: env.dir,
       env: cliSettings(env),
     });
-    const old = (await started.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    const old = (await started.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
     await jobsMade(env, 4, started.output);
     rows[1] = ['e2', `${rows[1]![1]}, in the rain`];
     await writeCsv(env, 'edit.csv', rows);

@@ -47,7 +47,7 @@ describe('the shared budget, on by default, with two workers', () => {
         env,
       });
       expect(r.code, r.stderr).toBe(0);
-      return /Started batch (batch-[0-9a-f]{16})/.exec(r.stderr)![1]!;
+      return /Started batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(r.stderr)![1]!;
     };
     const [a, c] = await Promise.all([start('a.csv'), start('c.csv')]); // started together
     // A priority-1 batch started a little later, while a and c still have most of their calls waiting.
@@ -156,7 +156,7 @@ describe('worker --gateway-rps', () => {
     await writeVbenchCsv(join(dir, 'p.csv'), 20);
     const run = await vidbatch(['run', 'p.csv', '--detach', ...POLL], { cwd: dir, env });
     expect(run.code, run.stderr).toBe(0);
-    const batch = /Started batch (batch-[0-9a-f]{16})/.exec(run.stderr)![1]!;
+    const batch = /Started batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(run.stderr)![1]!;
 
     let line = '';
     for (let i = 0; i < 20 && !line; i++) {

@@ -89,7 +89,7 @@ describe.skipIf(!CHROMIUM)('vidbatch review', () => {
     const run = await cli(env, ['run', 'g.csv', '--download', 'videos', ...FAST]);
     expect(run.code).toBe(3); // the moderated row failed
     expect(run.stdout).toMatch(/3 succeeded, 1 failed of 4/);
-    const batchId = /(batch-[0-9a-f]{16})/.exec(run.stdout)![1]!;
+    const batchId = /(batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(run.stdout)![1]!;
     expect(run.stderr).toContain(`npx vidbatch review ${batchId}`);
 
     // With the user's price (per second; the rows ask for the spec's default 5 s): the ledger and costs show.
@@ -202,7 +202,7 @@ describe.skipIf(!CHROMIUM)('vidbatch review', () => {
     await writeFile(join(env.dir, 'one.csv'), 'id,prompt\no1,a heron in reeds\no2,a snowy owl\n');
     const first = await cli(env, ['run', 'one.csv', ...FAST]);
     expect(first.code, first.stderr).toBe(0);
-    const batchOne = /(batch-[0-9a-f]{16}):/.exec(first.stdout)![1]!;
+    const batchOne = /(batch-[0-9a-f]{16}-[0-9a-f]{8}):/.exec(first.stdout)![1]!;
     await writeFile(
       join(env.dir, 'two.csv'),
       'id,prompt\nt1,a snowy owl\nt2,a heron in reeds\nt3,a fox cub\n',
@@ -277,7 +277,7 @@ describe.skipIf(!CHROMIUM)('vidbatch review', () => {
         ['s1', 'succeeded'],
         ['s2', 'succeeded'],
       ]);
-      const batchId = /(batch-[0-9a-f]{16})/.exec(run.stdout)![1]!;
+      const batchId = /(batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(run.stdout)![1]!;
       const file = (await readManifest(join(env.dir, 'out', batchId, 'manifest.jsonl'))).find(
         (r) => r.rowId === 's1',
       )!.file!;

@@ -64,7 +64,7 @@ describe('vidbatch server in the folder', () => {
     });
     cleanups.push(() => run.stop());
     await run.waitFor(/Using the vidbatch dev server already running at/);
-    const batchId = (await run.waitFor(/Started batch (batch-[0-9a-f]{16})/))[1]!;
+    const batchId = (await run.waitFor(/Started batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
     await run.waitFor(/[1-9]\d*\/30 done/);
 
     const status = await vidbatch(['status', 'p.csv'], { cwd: dir });
@@ -98,7 +98,7 @@ describe('vidbatch server in the folder', () => {
       env: gatewayEnv(sim),
     });
     expect(detached.code).toBe(0);
-    const batchId = /Started batch (batch-[0-9a-f]{16})/.exec(detached.stderr)?.[1];
+    const batchId = /Started batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(detached.stderr)?.[1];
     expect(batchId).toBeDefined();
     expect(detached.stderr).toContain('makes progress only while workers run');
     expect(detached.stderr).toContain('`vidbatch worker`');
@@ -123,13 +123,13 @@ describe('a run whose server goes away', () => {
     await writeVbenchCsv(join(dir, 'p.csv'), 3);
     const run = background(['run', 'p.csv', ...FAST], { cwd: dir, env: gatewayEnv(sim) });
     cleanups.push(() => run.stop());
-    await run.waitFor(/Started batch (batch-[0-9a-f]{16})/);
+    await run.waitFor(/Started batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/);
     await server.stop(); // Ctrl-C in the server's terminal
 
     const ended = await run.done;
     expect(ended.code, ended.stderr).toBe(1);
     expect(ended.stderr).toMatch(
-      /The Temporal server this command used stopped answering \(.+\)\. batch-[0-9a-f]{16} is durable: once a server is up again/,
+      /The Temporal server this command used stopped answering \(.+\)\. batch-[0-9a-f]{16}-[0-9a-f]{8} is durable: once a server is up again/,
     );
     // The core's connection errors are in the log file; the terminal shows each at most once a minute.
     const connectLines = ended.stderr
@@ -154,8 +154,8 @@ describe('vidbatch retry-failed on the embedded server', () => {
       cwd: dir,
       env: gatewayEnv(sim),
     });
-    expect(retried.stderr).toMatch(/Started (batch-[0-9a-f]{16}): 1 failed rows of batch-/);
-    expect(retried.stdout).toMatch(/batch-[0-9a-f]{16}: 1 succeeded, 0 failed of 1\. Manifest: /);
+    expect(retried.stderr).toMatch(/Started (batch-[0-9a-f]{16}-[0-9a-f]{8}): 1 failed rows of batch-/);
+    expect(retried.stdout).toMatch(/batch-[0-9a-f]{16}-[0-9a-f]{8}: 1 succeeded, 0 failed of 1\. Manifest: /);
     expect(retried.code).toBe(0);
     expect(sim.stats().jobsCreated).toBe(4);
   });

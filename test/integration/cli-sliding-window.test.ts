@@ -55,7 +55,7 @@ async function handedOn(e: TestEnv, batchId: string): Promise<number[]> {
   return inFlight;
 }
 
-const batchIdIn = (output: string) => /batch-[0-9a-f]{16}/.exec(output)?.[0] ?? '';
+const batchIdIn = (output: string) => /batch-[0-9a-f]{16}-[0-9a-f]{8}/.exec(output)?.[0] ?? '';
 
 describe('the sliding window', () => {
   it('keeps the window full across continue-as-new', async () => {
@@ -98,7 +98,7 @@ describe('the sliding window', () => {
       cwd: e.dir,
       env: cliSettings(e),
     });
-    const batchId = (await run.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    const batchId = (await run.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
     // Past the first runs: 30 jobs made means the window slid across continue-as-new with 20 in flight.
     const deadline = Date.now() + 120_000;
     while (e.sim.stats().jobsCreated < 30 && Date.now() < deadline)

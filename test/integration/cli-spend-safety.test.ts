@@ -50,7 +50,7 @@ function reportedUnknownRows(output: string): number {
 
 /** The batch id of the "Started batch ..." / "Attached to batch ..." line. */
 async function batchIdOf(p: ReturnType<typeof background>): Promise<string> {
-  return (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+  return (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
 }
 
 async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 60_000) {
@@ -116,7 +116,7 @@ describe('spend safety from the command line (Idempotency-Key ignored)', () => {
 
     // Deliberately: re-send those rows (the gateway behaves now).
     env.sim.setFaults({ drop: 0, error502After: 0, slow: 0 });
-    const batchId = /(batch-[0-9a-f]{16}):/.exec(r.stdout)![1]!;
+    const batchId = /(batch-[0-9a-f]{16}-[0-9a-f]{8}):/.exec(r.stdout)![1]!;
     const retry = await vidbatch(['retry-failed', batchId, '--code', 'submit_unknown', ...FAST], {
       cwd: env.dir,
       env: cli(env),

@@ -88,7 +88,7 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     });
     expect(started.code, started.stderr).toBe(0);
     expect(started.stderr).not.toMatch(/Warning/);
-    const batchId = /Started batch (batch-[0-9a-f]{16})/.exec(started.stderr)![1]!;
+    const batchId = /Started batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(started.stderr)![1]!;
     await rm(csv);
 
     const watched = await vidbatch(['watch', batchId], { cwd: starterDir, env: shared });
@@ -185,7 +185,7 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
       { cwd: starterDir, env: shared },
     );
     expect(started.code, started.stderr).toBe(0);
-    const batchId = /Started batch (batch-[0-9a-f]{16})/.exec(started.stderr)![1]!;
+    const batchId = /Started batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(started.stderr)![1]!;
     const jobsPast = async (n: number) => {
       const since = Date.now();
       while (sim.stats().jobsCreated <= n) await new Promise((r) => setTimeout(r, 100));
@@ -233,7 +233,7 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
       { cwd: starterDir, env: shared },
     );
     expect(started.code, started.stderr).toBe(0);
-    const batchId = /Started batch (batch-[0-9a-f]{16})/.exec(started.stderr)![1]!;
+    const batchId = /Started batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(started.stderr)![1]!;
     while (sim.stats().jobsCreated < 12) await new Promise((r) => setTimeout(r, 100));
     const cancelled = await vidbatch(['cancel', batchId], { cwd: starterDir, env: shared });
     expect(cancelled.code, cancelled.stderr).toBe(0);
@@ -314,7 +314,7 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
       env: shared,
     });
     expect(first.code, first.stderr).toBe(0);
-    const batchA = /(batch-[0-9a-f]{16}):/.exec(first.stdout)![1]!;
+    const batchA = /(batch-[0-9a-f]{16}-[0-9a-f]{8}):/.exec(first.stdout)![1]!;
     expect(sim.stats().jobsCreated).toBe(12);
 
     // Another machine, the file fixed there: one prompt changed, one row added. It has no folder of the first.
@@ -337,7 +337,7 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     expect(second.code, second.stderr).toBe(0);
     expect(second.stdout).toContain('13 succeeded, 0 failed of 13');
     expect(sim.stats().jobsCreated).toBe(14);
-    const batchB = /(batch-[0-9a-f]{16}):/.exec(second.stdout)![1]!;
+    const batchB = /(batch-[0-9a-f]{16}-[0-9a-f]{8}):/.exec(second.stdout)![1]!;
     const recorded = [...(await recordedRows(s3, batchB)).values()];
     const reused = recorded.filter((r) => r.reusedFrom);
     expect(reused.map((r) => r.reusedFrom!.batchId)).toEqual(Array(11).fill(batchA));
@@ -405,7 +405,7 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
       env: shared,
     });
     expect(first.code, first.stderr).toBe(3);
-    const batchId = /(batch-[0-9a-f]{16}):/.exec(first.stdout)![1]!;
+    const batchId = /(batch-[0-9a-f]{16}-[0-9a-f]{8}):/.exec(first.stdout)![1]!;
     expect(first.stdout).toContain('3 succeeded, 2 failed of 5');
     const retry = await vidbatch(
       ['retry-failed', batchId, '--code', 'content_moderation', ...FAST_POLL_FLAGS],
@@ -416,7 +416,7 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     );
     expect(retry.code, retry.stderr).toBe(3);
     expect(sim.stats().jobsCreated).toBe(7);
-    const retryId = /Started (batch-[0-9a-f]{16}): 2 failed rows/.exec(retry.stderr)![1]!;
+    const retryId = /Started (batch-[0-9a-f]{16}-[0-9a-f]{8}): 2 failed rows/.exec(retry.stderr)![1]!;
     // Its CSV is in this machine's folder of the batch and in the store; nothing else is made here.
     expect(readdirSync(starterDir).sort()).toEqual(['out', 'prompts.csv']);
     expect(existsSync(join(starterDir, 'out', batchId, `retry-of-${batchId}-content_moderation.csv`))).toBe(

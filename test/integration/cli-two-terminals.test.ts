@@ -45,12 +45,12 @@ describe('two terminals in one folder', () => {
     const tryOut = background(['run', 'try.csv', '--simulate', '--sim-job-seconds', '15', ...FAST], {
       cwd: dir,
     });
-    await tryOut.waitFor(/Started batch batch-[0-9a-f]{16}/, 120_000);
+    await tryOut.waitFor(/Started batch batch-[0-9a-f]{16}-[0-9a-f]{8}/, 120_000);
     const real = background(['run', 'real.csv', '--concurrency', '4', ...FAST], {
       cwd: dir,
       env: { GATEWAY_BASE_URL: other.baseUrl, GATEWAY_API_KEY: 'sk-the-paid-gateway-key' },
     });
-    await real.waitFor(/Started batch batch-[0-9a-f]{16}/, 120_000);
+    await real.waitFor(/Started batch batch-[0-9a-f]{16}-[0-9a-f]{8}/, 120_000);
 
     const [t, r] = await Promise.all([tryOut.done, real.done]);
     expect(t.code, t.stderr).toBe(0);
@@ -70,7 +70,7 @@ describe('two terminals in one folder', () => {
     expect(simulated.jobs.map((j) => j.prompt).sort()).toEqual([...tryPrompts].sort());
 
     // Each batch's results hold its own prompts, from its own gateway.
-    const batchOf = (out: string) => /(batch-[0-9a-f]{16}): 8 succeeded/.exec(out)![1]!;
+    const batchOf = (out: string) => /(batch-[0-9a-f]{16}-[0-9a-f]{8}): 8 succeeded/.exec(out)![1]!;
     const rows = async (out: string) => readManifest(join(dir, 'out', batchOf(out), 'manifest.jsonl'));
     const tryRows = await rows(t.stdout);
     const realRows = await rows(r.stdout);

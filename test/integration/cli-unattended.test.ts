@@ -43,7 +43,7 @@ async function until(what: string, check: () => boolean | Promise<boolean>, time
   }
 }
 
-const batchIdIn = (text: string) => /(batch-[0-9a-f]{16})/.exec(text)?.[1];
+const batchIdIn = (text: string) => /(batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(text)?.[1];
 
 /** The batch's manifest in the test worker's output root, or [] before the first line. */
 async function manifestRows(e: TestEnv, batchId: string) {
@@ -113,7 +113,7 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     await env.startWorker();
     const csv = await uniqueCsv(env, 12);
     const p = runInBackground(env, [csv, '--concurrency', '12']);
-    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
     const delivered = () =>
       [...env!.sim.state.jobs.values()].filter((j) => j.resultDelivered).map((j) => j.id);
     await until('4 finished rows', () => delivered().length >= 4);
@@ -149,7 +149,7 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     await env.startWorker();
     const csv = await uniqueCsv(env, 20);
     const p = runInBackground(env, [csv, '--concurrency', '2']);
-    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
     await until('the breaker', async () =>
       /5 submits in a row had an unknown outcome: paused so as not to pay for jobs vidbatch cannot see/.test(
         output(await command(env!, ['status', batchId])),
@@ -184,7 +184,7 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     const csv = await uniqueCsv(env, 8);
     env.sim.refuseConnections(15_000);
     const p = runInBackground(env, [csv, '--concurrency', '3', '--unreachable-pause', '3']);
-    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
     await until('the unreachable pause', async () =>
       /gateway unreachable since \d\d:\d\d UTC: .*(ECONNREFUSED|refused)/i.test(
         output(await command(env!, ['status', batchId])),
@@ -206,7 +206,7 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     const csv = await uniqueCsv(env, 6);
     env.sim.refuseConnections(600_000); // the whole test: nothing ever answers
     const p = runInBackground(env, [csv, '--concurrency', '3', '--unreachable-pause', '30']);
-    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
     await until('submits being tried', async () =>
       /\b3 in flight\b/.test(output(await command(env!, ['status', batchId]))),
     );
@@ -237,7 +237,7 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     await env.startWorker();
     const csv = await uniqueCsv(env, 20);
     const p = runInBackground(env, [csv, '--concurrency', '4', '--on-unknown-submit', 'fail']);
-    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
     await until('two unknown outcomes', () => env!.sim.stats().ambiguousSubmitsTotal >= 2);
     expect((await command(env, ['cancel', batchId])).code).toBe(0);
     await p.done;
@@ -279,7 +279,7 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     await env.startWorker({ submitTimeoutMs: 6000 });
     const csv = await uniqueCsv(env, 6);
     const p = runInBackground(env, [csv, '--concurrency', '3', '--on-unknown-submit', 'fail']);
-    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
     await until('3 jobs made, their answers not yet given', () => env!.sim.stats().jobsCreated === 3);
     expect((await command(env, ['cancel', batchId])).code).toBe(0);
     await p.done;
@@ -344,7 +344,7 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     env.sim.setFaults({ jobFailure: 0 });
     const retry = await command(env, ['retry-failed', batchId, '--code', 'generation_failed', ...FAST]);
     expect(retry.code, output(retry)).toBe(0);
-    const retryId = /Started (batch-[0-9a-f]{16})/.exec(retry.stderr)![1]!;
+    const retryId = /Started (batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(retry.stderr)![1]!;
     // Later, every failed row: those the first retry took go on there, not here.
     const again = await command(env, ['retry-failed', batchId, ...FAST]);
     const perRow = jobsByRow(env);
@@ -368,7 +368,7 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     await env.startWorker({ submitTimeoutMs: 20_000 }); // the worker waits for the late answers
     const csv = await uniqueCsv(env, 6);
     const p = runInBackground(env, [csv, '--concurrency', '6', '--submit-timeout', '12']);
-    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
     await until('6 jobs made, their answers on the way', () => env!.sim.stats().jobsCreated === 6);
     await env.client.workflow.getHandle(batchId).terminate('test: terminated with submits on the wire');
     await p.done;
@@ -392,7 +392,7 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     await env.startWorker();
     const csv = await uniqueCsv(env, 10);
     const p = runInBackground(env, [csv, '--concurrency', '1', '--max-submissions', '6']);
-    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
     await until('3 rows finished', async () => (await manifestRows(env!, batchId)).length >= 3);
     expect((await command(env, ['cancel', batchId])).code).toBe(0);
     await p.done;
@@ -410,7 +410,7 @@ describe('unattended to the end (spawned vidbatch, hostile simulator)', () => {
     await env.startWorker();
     const csv = await uniqueCsv(env, 10);
     const p = runInBackground(env, [csv, '--concurrency', '1']);
-    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16})/))[1]!;
+    const batchId = (await p.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
     await until('3 rows finished', async () => (await manifestRows(env!, batchId)).length >= 3);
     expect((await command(env, ['pause', batchId])).code).toBe(0);
     // Paused with nothing in flight: every job made is a finished row.

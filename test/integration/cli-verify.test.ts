@@ -126,7 +126,7 @@ describe('verification of downloaded videos from the command line', () => {
     });
     for (const row of Object.values(rows)) expect(row.status).toBe('succeeded');
 
-    const batchId = /(batch-[0-9a-f]{16})/.exec(r.stdout)![1]!;
+    const batchId = /(batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(r.stdout)![1]!;
     const status = await vidbatch(['status', batchId], { cwd: env.dir, env: env1 });
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toContain('verified: 1 ok, 3 mismatched');
@@ -177,7 +177,7 @@ describe('verification of downloaded videos from the command line', () => {
 
     // The gateway behaves now; regenerate the mismatched row deliberately (the moderated one stays).
     await sim.setFaults({ wrongResolutionWords: [] });
-    const batchId = /(batch-[0-9a-f]{16})/.exec(r.stdout)![1]!;
+    const batchId = /(batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(r.stdout)![1]!;
     const retry = await vidbatch(['retry-failed', batchId, '--code', 'video_mismatch', ...FAST], {
       cwd: env.dir,
       env: cliEnv(env, sim.baseUrl),
@@ -197,7 +197,7 @@ describe('verification of downloaded videos from the command line', () => {
     expect(retried[0]!.jobId).not.toBe(rows.b!.jobId);
     // The retry kept the original batch's download root and verify mode.
     const retryId =
-      /(batch-[0-9a-f]{16}): 1 succeeded/.exec(retry.stdout)?.[1] ?? retried[0]!.file!.split('/').at(-2)!;
+      /(batch-[0-9a-f]{16}-[0-9a-f]{8}): 1 succeeded/.exec(retry.stdout)?.[1] ?? retried[0]!.file!.split('/').at(-2)!;
     const options = (await previousInput(env.client, retryId))?.options;
     expect(options).toMatchObject({ verify: 'strict', downloadDir: join(env.dir, 'videos', retryId) });
   });

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { bundleWorkflowCode, NativeConnection, type Worker, type WorkflowBundle } from '@temporalio/worker';
 import { inject } from 'vitest';
-import type { GatewaySettings } from '../../src/config';
+import { gatewayTarget, type GatewaySettings } from '../../src/config';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/server';
 import type { PollSchedule } from '../../src/contract/batch-options';
 import type { BatchProgress } from '../../src/contract/progress';
@@ -53,7 +53,14 @@ export async function testEnv(simOptions: SimulatorOptions = {}): Promise<TestEn
   const taskQueue = `test-${randomUUID()}`;
   const dir = await mkdtemp(join(tmpdir(), 'vidbatch-test-'));
   const workers: { worker: Worker; running: Promise<void>; connection: NativeConnection }[] = [];
-  const session: Session = { client, taskQueue, namespace: 'default', close: async () => {} };
+  // Its batches run for the simulator's target, as its workers' (startWorker) declare.
+  const session: Session = {
+    client,
+    taskQueue,
+    namespace: 'default',
+    target: gatewayTarget(sim.baseUrl),
+    close: async () => {},
+  };
   return {
     sim,
     client,

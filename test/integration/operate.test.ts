@@ -138,7 +138,7 @@ describe('operator commands', () => {
     expect((await readFile(join(outDir, 'r1.mp4'))).subarray(4, 8).toString('latin1')).toBe('ftyp');
 
     const retried = await cli(env, ['retry-failed', batchId, '--code', 'content_moderation', '--detach']);
-    const retryId = /Started (batch-[0-9a-f]{16}): 1 failed rows/.exec(retried.stderr)?.[1];
+    const retryId = /Started (batch-[0-9a-f]{16}-[0-9a-f]{8}): 1 failed rows/.exec(retried.stderr)?.[1];
     expect(retryId).toBeDefined();
     expect(retryId).not.toBe(batchId);
     const retryHandle = env.client.workflow.getHandle(retryId!);

@@ -119,8 +119,8 @@ describe.skipIf(!reachable)('the installed package (npm pack, npm install of the
       XDG_CACHE_HOME: prebuiltCache,
     });
     expect(result.code, result.stderr).toBe(0);
-    expect(result.stderr).toMatch(/Started batch batch-[0-9a-f]{16}/);
-    const batchId = /(batch-[0-9a-f]{16}): 3 succeeded, 0 failed of 3/.exec(result.stdout)?.[1];
+    expect(result.stderr).toMatch(/Started batch batch-[0-9a-f]{16}-[0-9a-f]{8}/);
+    const batchId = /(batch-[0-9a-f]{16}-[0-9a-f]{8}): 3 succeeded, 0 failed of 3/.exec(result.stdout)?.[1];
     expect(batchId, result.stdout).toBeDefined();
     const manifest = (await readFile(join(app, 'out', batchId!, 'manifest.jsonl'), 'utf8'))
       .split('\n')
@@ -143,7 +143,7 @@ describe.skipIf(!reachable)('the installed package (npm pack, npm install of the
       XDG_CACHE_HOME: cache,
     });
     expect(other.code, other.stderr).toBe(0);
-    expect(other.stdout).toMatch(/batch-[0-9a-f]{16}: 1 succeeded, 0 failed of 1/);
+    expect(other.stdout).toMatch(/batch-[0-9a-f]{16}-[0-9a-f]{8}: 1 succeeded, 0 failed of 1/);
     expect(
       (await readdir(join(cache, 'vidbatch', 'workflow-bundles'))).filter((f) => f.endsWith('.js')),
     ).toHaveLength(1);

@@ -98,6 +98,45 @@ describe('confine', () => {
   });
 });
 
+describe('confine with folders other processes allow (roots.shared)', () => {
+  it('allows a path under a shared folder of its kind, as strictly as its own roots', async () => {
+    const looks: boolean[] = [];
+    const withShared: PathRoots = {
+      ...roots,
+      shared: (fresh) => {
+        looks.push(fresh);
+        return Promise.resolve({
+          input: [join(base, 'elsewhere'), 'relative'],
+          download: [join(base, 'in')],
+        });
+      },
+    };
+    expect(await confine(join(base, 'elsewhere', 'secret.csv'), 'input', withShared)).toBe(
+      join(base, 'elsewhere', 'secret.csv'),
+    );
+    // Own roots first: no look at the others'.
+    looks.length = 0;
+    await confine(join(base, 'in', 'a.csv'), 'input', withShared);
+    expect(looks).toEqual([]);
+    // Refused after a look at the cached lists and one at fresh ones.
+    await refused(confine(join(base, 'in-sibling', 'x.csv'), 'input', withShared));
+    expect(looks).toEqual([false, true]);
+    // Each kind its own folders; climbs and links out of a shared folder are refused.
+    await refused(confine(join(base, 'elsewhere', 'x.mp4'), 'download', withShared));
+    await refused(confine(join(base, 'elsewhere', '..', 'in-sibling', 'x.csv'), 'input', withShared));
+    await refused(confine(join(base, 'in', 'escape', 'x.mp4'), 'download', withShared));
+    await refused(confine('relative/x.csv', 'input', withShared));
+  });
+
+  it('takes a folder registered since the cached look: the miss looks again', async () => {
+    const fresh = { input: [join(base, 'elsewhere')] };
+    const withShared: PathRoots = { ...roots, shared: (f) => Promise.resolve(f ? fresh : {}) };
+    expect(await confine(join(base, 'elsewhere', 'secret.csv'), 'input', withShared)).toBe(
+      join(base, 'elsewhere', 'secret.csv'),
+    );
+  });
+});
+
 describe('confineFile (row ids as file names)', () => {
   it('allows a plain name and refuses names that climb, name folders or are empty', async () => {
     const dir = join(base, 'out', 'videos');

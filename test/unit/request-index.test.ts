@@ -6,9 +6,11 @@ import type { JournalEntry } from '../../src/results/jobs-journal';
 import { RequestIndex } from '../../src/results/request-index';
 import { promptResult } from '../fixtures/prompt-result';
 
-const A = 'batch-aaaaaaaaaaaaaaaa';
-const B = 'batch-bbbbbbbbbbbbbbbb';
-const C = 'batch-cccccccccccccccc';
+const A = 'batch-aaaaaaaaaaaaaaaa-0000abcd';
+const B = 'batch-bbbbbbbbbbbbbbbb-0000abcd';
+const C = 'batch-cccccccccccccccc-0000abcd';
+/** A batch of the same file in the same root, for another target (`--simulate`, another account). */
+const OTHER_TARGET = 'batch-aaaaaaaaaaaaaaaa-ffff0000';
 
 async function folder(root: string, batchId: string, manifest: object[], journal: JournalEntry[] = []) {
   await mkdir(join(root, batchId), { recursive: true });
@@ -53,7 +55,7 @@ describe('RequestIndex', () => {
         { rowId: 'r5', generation: 0, unknown: true, at, request: 'h5/1' },
       ],
     );
-    const index = await new RequestIndex(root).refresh();
+    const index = await new RequestIndex(root).refresh(C);
     expect(index.lookup('h1/1', B)?.kept).toMatchObject({
       batchId: A,
       rowId: 'r1',
@@ -77,7 +79,7 @@ describe('RequestIndex', () => {
   it('reads what folders gained since the last refresh, new folders included; the latest kept video wins', async () => {
     const root = await mkdtemp(join(tmpdir(), 'vidbatch-index-'));
     await folder(root, A, [], [{ rowId: 'r1', jobId: 'vid_1', generation: 0, at, request: 'h1/1' }]);
-    const index = await new RequestIndex(root).refresh();
+    const index = await new RequestIndex(root).refresh(C);
     expect(index.lookup('h1/1', C)?.follow?.view.jobId).toBe('vid_1');
     await folder(
       root,
@@ -100,7 +102,20 @@ describe('RequestIndex', () => {
         submittedAt: '2026-11-25T02:00:00Z',
       }),
     ]);
-    await index.refresh();
+    await index.refresh(C);
     expect(index.lookup('h1/1', C)?.kept).toMatchObject({ batchId: B, rowId: 'x' });
+  });
+
+  it("never offers another target's jobs: a --simulate try-out's videos are not the real gateway's", async () => {
+    const root = await mkdtemp(join(tmpdir(), 'vidbatch-index-'));
+    await folder(root, OTHER_TARGET, [
+      promptResult('r1', { status: 'succeeded', jobId: 'sim_1', request: 'h1/1' }),
+    ]);
+    const index = await new RequestIndex(root).refresh(C);
+    expect(index.lookup('h1/1', C)).toBeUndefined();
+    // Read for a batch of that target, the same index still keeps the two apart.
+    await index.refresh('batch-cccccccccccccccc-ffff0000');
+    expect(index.lookup('h1/1', 'batch-cccccccccccccccc-ffff0000')?.kept?.batchId).toBe(OTHER_TARGET);
+    expect(index.lookup('h1/1', C)).toBeUndefined();
   });
 });

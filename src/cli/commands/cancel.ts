@@ -1,6 +1,6 @@
 // `vidbatch cancel`.
 import { type Command } from 'commander';
-import { batchArg, withSession } from '../support';
+import { batchArg, withBatch } from '../support';
 
 export function registerCancelCommand(program: Command): void {
   program
@@ -11,13 +11,17 @@ export function registerCancelCommand(program: Command): void {
     )
     .argument(...batchArg)
     .action(async (ref: string) => {
-      const { cancelBatch, resolveBatchId } = await import('../../client/batches');
-      const batchId = await resolveBatchId(ref);
-      const how = await withSession((s) => cancelBatch(s.client, batchId, s.taskQueue));
+      const { cancelBatch } = await import('../../client/batches');
+      const [batchId, how] = await withBatch(
+        ref,
+        async (s, id) => [id, await cancelBatch(s, id)] as const,
+      );
       console.log(
         how === 'cancelled'
           ? `${batchId}: cancellation requested`
-          : `${batchId}: terminated (a 0.x batch: no worker of this version can run its cancellation); run its file again to finish it`,
+          : how === 'terminated-old'
+            ? `${batchId}: terminated (a 0.x batch: no worker of this version can run its cancellation); run its file again to finish it`
+            : `${batchId}: terminated (no worker serves it: the process that ran it has ended); its jobs are in its journal, so running its file again checks them and pays for none twice`,
       );
     });
 }

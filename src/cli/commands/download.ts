@@ -1,7 +1,7 @@
 // `vidbatch download`.
 import { type Command, Option } from 'commander';
 import { DEFAULT_MAX_VIDEO_BYTES } from '../../contract/batch-options';
-import { batchArg, EXIT, numberIn, positiveWhole, withSession } from '../support';
+import { batchArg, EXIT, numberIn, positiveWhole, withBatch } from '../support';
 
 interface DownloadFlags {
   dir?: string;
@@ -34,18 +34,21 @@ export function registerDownloadCommand(program: Command): void {
       new Option('--out-root <dir>', 'root of the output folders').env('VIDBATCH_OUT_ROOT').default('out'),
     )
     .action(async (ref: string, o: DownloadFlags) => {
-      const [{ findManifest, localFolderOf }, { resolveBatchId }, { previousInput }, { downloadBatch }] =
+      const [{ findManifest, localFolderOf }, { previousInput }, { downloadBatch }] =
         await Promise.all([
           import('../../client/batch-status'),
-          import('../../client/batches'),
           import('../../client/rerun'),
           import('../../results/download-batch'),
         ]);
-      const batchId = await resolveBatchId(ref);
-      const { manifest, strict } = await withSession(async (s) => ({
-        manifest: await findManifest(s.client, batchId, o.outRoot),
-        strict: (await previousInput(s.client, batchId))?.options.verify === 'strict',
-      }));
+      const { batchId, manifest, strict } = await withBatch(
+        ref,
+        async (s, batchId) => ({
+          batchId,
+          manifest: await findManifest(s.client, batchId, o.outRoot),
+          strict: (await previousInput(s.client, batchId))?.options.verify === 'strict',
+        }),
+        o.outRoot,
+      );
       const currentUrl = await gatewayAsker();
       const dir = o.dir ?? localFolderOf(manifest, o.outRoot, batchId);
       const reports = await downloadBatch(manifest, {

@@ -16,7 +16,10 @@ export function registerListCommand(program: Command): void {
       if (!rows.length) return console.log('no batches yet');
       for (const r of rows) {
         const counts = r.total === undefined ? '' : `${r.succeeded} ok, ${r.failed} failed of ${r.total}`;
-        console.log(`${r.batchId}  ${r.workflowStatus.padEnd(16)} ${r.startTime.toISOString()}  ${counts}`);
+        console.log(
+          `${r.batchId}  ${r.workflowStatus.padEnd(16)} ${r.startTime.toISOString()}  ${counts}` +
+            (r.target ? `  for ${r.target}` : ''),
+        );
       }
     });
 }

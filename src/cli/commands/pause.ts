@@ -1,6 +1,6 @@
 // `vidbatch pause`.
 import { type Command } from 'commander';
-import { batchArg, withSession } from '../support';
+import { batchArg, withBatch } from '../support';
 
 export function registerPauseCommand(program: Command): void {
   program
@@ -10,12 +10,14 @@ export function registerPauseCommand(program: Command): void {
     .argument(...batchArg)
     .option('--reason <text>', 'shown in the progress', 'paused by operator')
     .action(async (ref: string, o: { reason: string }) => {
-      const [{ batchHandle, resolveBatchId }, { pauseSignal }] = await Promise.all([
+      const [{ batchHandle }, { pauseSignal }] = await Promise.all([
         import('../../client/batches'),
         import('../../contract/messages'),
       ]);
-      const batchId = await resolveBatchId(ref);
-      await withSession((s) => batchHandle(s.client, batchId).signal(pauseSignal, o.reason));
+      const batchId = await withBatch(ref, async (s, id) => {
+        await batchHandle(s.client, id).signal(pauseSignal, o.reason);
+        return id;
+      });
       console.log(`${batchId}: pause requested`);
     });
 }

@@ -19,24 +19,29 @@ export function registerPlanCommand(program: Command): void {
           .env('VIDBATCH_OUT_ROOT')
           .default('out'),
       )
-      .option('--fresh', 'as `run --fresh`: count every row as a new job'),
+      .option('--fresh', 'as `run --fresh`: count every row as a new job')
+      .option('--simulate', 'plan for a `run --simulate` (the simulator is a gateway of its own)'),
   );
   const command = program.commands.find((c) => c.name() === 'plan')!;
   addEnhanceFlags(command, 'write <csv name>.enhanced.csv to review and edit before `run`').action(
     async (
       csvPath: string,
-      o: { price?: string[]; prices?: string; outRoot: string; fresh?: boolean } & Record<string, unknown>,
+      o: { price?: string[]; prices?: string; outRoot: string; fresh?: boolean; simulate?: boolean } & Record<string, unknown>,
     ) => {
-      const [{ loadValidCsv }, { batchIdFor }, { printPlan }] = await Promise.all([
+      const [{ loadValidCsv }, { plannedTarget }, { SIMULATOR_STATE_FILE }, { printPlan }] = await Promise.all([
         import('../../input/csv'),
-        import('../../client/batches'),
+        import('../../client/target'),
+        import('../../client/session'),
         import('../plan-report'),
       ]);
       const prices = await pricesFrom(o);
       const enhance = await enhanceFrom(o);
       const csv = await loadValidCsv(csvPath).catch(fail);
+      const target = await Promise.resolve()
+      .then(() => plannedTarget(!!o.simulate, SIMULATOR_STATE_FILE))
+      .catch(fail);
       if (!enhance) {
-        await printPlan(csv, batchIdFor(csv), { outRoot: o.outRoot, fresh: !!o.fresh, prices });
+        await printPlan(csv, target, { outRoot: o.outRoot, fresh: !!o.fresh, prices });
         return;
       }
       const [{ rewriteForReview, reviewLines }, { EXIT }] = await Promise.all([
@@ -47,7 +52,7 @@ export function registerPlanCommand(program: Command): void {
       const { loadStoreSetting } = await import('../../config');
       const outRoot = loadStoreSetting() ?? resolve(o.outRoot);
       const review = await rewriteForReview(csv, csvPath, enhance, outRoot).catch(fail);
-      await printPlan(csv, batchIdFor(csv), {
+      await printPlan(csv, target, {
         outRoot: o.outRoot,
         fresh: !!o.fresh,
         prices,

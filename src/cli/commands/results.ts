@@ -2,7 +2,7 @@
 import { dirname } from 'node:path';
 import { type Command, Option } from 'commander';
 import { addPriceFlags, pricesFrom } from '../price-flags';
-import { batchArg, withSession } from '../support';
+import { batchArg, withBatch } from '../support';
 
 interface ResultsFlags {
   format: 'csv' | 'jsonl';
@@ -30,7 +30,7 @@ export function registerResultsCommand(program: Command): void {
   addPriceFlags(command).action(async (ref: string, o: ResultsFlags) => {
     const [
       { findManifest, localFolderOf },
-      { batchHandle, getProgress, resolveBatchId },
+      { batchHandle, getProgress },
       { previousInput },
       { exportResults, leftOutLines },
       { verificationLines },
@@ -44,8 +44,9 @@ export function registerResultsCommand(program: Command): void {
       import('../../results/ledger'),
     ]);
     const prices = await pricesFrom(o);
-    const batchId = await resolveBatchId(ref);
-    const { manifest, rows } = await withSession(async (s) => {
+    const { batchId, manifest, rows } = await withBatch(
+      ref,
+      async (s, batchId) => {
       const handle = batchHandle(s.client, batchId);
       const state = (await handle.describe().catch(() => undefined))?.status.name;
       // The batch's row count for the ledger: its progress, its result, else its input.
@@ -55,8 +56,10 @@ export function registerResultsCommand(program: Command): void {
           : state === 'COMPLETED'
             ? (await handle.result()).total
             : (await previousInput(s.client, batchId))?.totalRows;
-      return { manifest: await findManifest(s.client, batchId, o.outRoot), rows: total };
-    });
+      return { batchId, manifest: await findManifest(s.client, batchId, o.outRoot), rows: total };
+      },
+      o.outRoot,
+    );
     const exported = await exportResults(
       manifest,
       o.dir ?? localFolderOf(manifest, o.outRoot, batchId),

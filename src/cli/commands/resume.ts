@@ -1,6 +1,6 @@
 // `vidbatch resume`.
 import { type Command } from 'commander';
-import { batchArg, withSession } from '../support';
+import { batchArg, withBatch } from '../support';
 
 export function registerResumeCommand(program: Command): void {
   program
@@ -9,13 +9,15 @@ export function registerResumeCommand(program: Command): void {
     .description('Resume a paused batch (after an operator pause, or once a refused API key was fixed).')
     .argument(...batchArg)
     .action(async (ref: string) => {
-      const [{ batchHandle, resolveBatchId }, { resumeUpdate }, { progressLine }] = await Promise.all([
+      const [{ batchHandle }, { resumeUpdate }, { progressLine }] = await Promise.all([
         import('../../client/batches'),
         import('../../contract/messages'),
         import('../progress-view'),
       ]);
-      const batchId = await resolveBatchId(ref);
-      const progress = await withSession((s) => batchHandle(s.client, batchId).executeUpdate(resumeUpdate));
+      const [batchId, progress] = await withBatch(
+        ref,
+        async (s, id) => [id, await batchHandle(s.client, id).executeUpdate(resumeUpdate)] as const,
+      );
       console.log(`${batchId}: resumed. ${progressLine(progress)}`);
     });
 }

@@ -13,7 +13,7 @@ import {
   verifyOption,
 } from '../batch-flags';
 import { GROUP } from '../help-groups';
-import { batchArg } from '../support';
+import { batchArg, withBatch } from '../support';
 
 /** The download roots (`<root>/<batch-id>/<row>.mp4`) of a batch's downloaded videos, from its manifest. */
 async function downloadRootsOf(manifest: string): Promise<string[]> {
@@ -55,7 +55,7 @@ export function registerRetryFailedCommand(program: Command): void {
   command.action(async (ref: string, all: Record<string, unknown>, cmd: Command) => {
     for (const line of removedVariableWarnings()) console.error(line);
     const [
-      { resolveBatchId, retryFailed },
+      { retryFailed },
       { manifestPath },
       { followInTerminal, openBatchSession },
       { leftOutLines },
@@ -66,9 +66,11 @@ export function registerRetryFailedCommand(program: Command): void {
       import('../../results/export'),
     ]);
     const o: Record<string, unknown> = { ...givenOptions(cmd, all), outRoot: all.outRoot };
-    const batchId = await resolveBatchId(ref);
     const code = o.code as string | undefined;
     const outRoot = o.outRoot as string;
+    // Named by its CSV, the batch is looked up on the server first (a session of its own, before this one's worker).
+    const { BATCH_ID } = await import('../../contract/target');
+    const batchId = BATCH_ID.test(ref) ? ref : await withBatch(ref, (_s, id) => Promise.resolve(id), outRoot);
     // The retry downloads where the original did (retryFailed): this command's worker may write there.
     const downloadRoots = await downloadRootsOf(manifestPath(join(outRoot, batchId)));
     const session = await openBatchSession({

@@ -7,7 +7,7 @@ import type { ReviewTarget } from '../../review/load';
 import { addPriceFlags, pricesFrom } from '../price-flags';
 import { ConfigError } from '../../errors';
 import { isStoreUrl } from '../../store/store-url';
-import { batchArg, EXIT, fail, port, waitForCtrlC, withSession } from '../support';
+import { batchArg, EXIT, fail, port, waitForCtrlC, withBatch } from '../support';
 
 export const REVIEW_FILE = 'review.html';
 
@@ -39,7 +39,7 @@ export function registerReviewCommand(program: Command): void {
     ) => {
       const [
         { findManifest, localFolderOf },
-        { batchHandle, resolveBatchId },
+        { batchHandle },
         { previousInput },
         { reviewData },
       ] = await Promise.all([
@@ -49,8 +49,9 @@ export function registerReviewCommand(program: Command): void {
         import('../../review/load'),
       ]);
       const prices = await pricesFrom(o);
-      const batchId = await resolveBatchId(ref);
-      const target = await withSession(async (s): Promise<ReviewTarget> => {
+      const target = await withBatch(
+        ref,
+        async (s, batchId): Promise<ReviewTarget> => {
         const manifestPath = await findManifest(s.client, batchId, o.outRoot);
         const description = await batchHandle(s.client, batchId)
           .describe()
@@ -70,7 +71,9 @@ export function registerReviewCommand(program: Command): void {
             closeTime: description.closeTime,
           },
         };
-      });
+        },
+        o.outRoot,
+      );
       if (!o.serve) {
         const file = join(target.pageDir, REVIEW_FILE);
         const { reviewPage } = await import('../../review/page');
@@ -88,7 +91,7 @@ export function registerReviewCommand(program: Command): void {
           new ConfigError(`--port ${o.port}: the port is in use; choose another (--port 0: any free port)`),
         );
       });
-      console.log(`Reviewing ${batchId} at ${served.url} (Ctrl-C stops)`);
+      console.log(`Reviewing ${target.batchId} at ${served.url} (Ctrl-C stops)`);
       await waitForCtrlC();
       await served.close();
     },

@@ -168,7 +168,7 @@ export function registerRunCommand(program: Command): void {
 
 async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
   for (const line of removedVariableWarnings()) console.error(line);
-  const [{ batchIdFor, startBatch }, { SIMULATED_JOB_SECONDS }, { CsvValidationError }, { loadCsv }] =
+  const [{ startBatch }, { SIMULATED_JOB_SECONDS, SIMULATOR_STATE_FILE }, { CsvValidationError }, { loadCsv }] =
     await Promise.all([
       import('../../client/batches'),
       import('../../client/session'),
@@ -210,8 +210,14 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
       `${reviewed} of ${parsed.rows.length} rows have an original_prompt: their prompt is sent as written, not rewritten again (--enhance rewrites the others)`,
     );
   if (o.dryRun) {
-    const { printPlan } = await import('../plan-report');
-    await printPlan(parsed, batchIdFor(parsed), {
+    const [{ printPlan }, { plannedTarget }] = await Promise.all([
+      import('../plan-report'),
+      import('../../client/target'),
+    ]);
+    const target = await Promise.resolve()
+      .then(() => plannedTarget(!!o.simulate, SIMULATOR_STATE_FILE))
+      .catch(fail);
+    await printPlan(parsed, target, {
       ...(o.outRoot ? { outRoot: o.outRoot as string } : {}),
       fresh: !!o.fresh,
       ...(prices ? { prices } : {}),
@@ -241,8 +247,13 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
       detach: !!o.detach,
       json: !!o.json,
       prices,
-      startedLine: ({ batchId, attached, runsOn }) =>
-        `${attached ? 'Attached to' : 'Started'} batch ${batchId} (${rowCount} prompts)` +
+      startedLine: ({ batchId, attached, runsOn, target }) =>
+        `${attached ? 'Attached to' : 'Started'} batch ${batchId} (${rowCount} prompts) for ${target.target}` +
+        (target.from === 'declared'
+          ? ` (the target the workers on task queue "${session.taskQueue}" declare)`
+          : target.from === 'environment'
+            ? ' (GATEWAY_BASE_URL: no worker polls the task queue yet)'
+            : '') +
         (runsOn
           ? `; it runs for the gateway it was started with (task queue "${runsOn}"), on that process's workers: ` +
             "following it here, this process's gateway sends none of its rows"

@@ -3,7 +3,7 @@ import { type Command } from 'commander';
 import { MAX_CONCURRENCY } from '../../contract/batch-options';
 import { ConfigError } from '../../errors';
 import { windowSize } from '../batch-flags';
-import { batchArg, fail, withSession } from '../support';
+import { batchArg, fail, withBatch } from '../support';
 
 export function registerSetConcurrencyCommand(program: Command): void {
   program
@@ -13,14 +13,15 @@ export function registerSetConcurrencyCommand(program: Command): void {
     .argument(...batchArg)
     .argument('<n>', `prompts in flight (1-${MAX_CONCURRENCY})`, windowSize)
     .action(async (ref: string, n: number) => {
-      const [{ batchHandle, resolveBatchId }, { setConcurrencyUpdate }] = await Promise.all([
+      const [{ batchHandle }, { setConcurrencyUpdate }] = await Promise.all([
         import('../../client/batches'),
         import('../../contract/messages'),
       ]);
-      const batchId = await resolveBatchId(ref);
-      const progress = await withSession((s) =>
-        batchHandle(s.client, batchId).executeUpdate(setConcurrencyUpdate, { args: [n] }),
-      ).catch((err: Error) =>
+      let batchId = ref;
+      const progress = await withBatch(ref, (s, id) => {
+        batchId = id;
+        return batchHandle(s.client, id).executeUpdate(setConcurrencyUpdate, { args: [n] });
+      }).catch((err: Error) =>
         // The update refused the value (or found no running batch): invalid input, said plainly.
         fail(new ConfigError(`${batchId}: ${err.cause instanceof Error ? err.cause.message : err.message}`)),
       );

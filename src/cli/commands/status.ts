@@ -2,7 +2,7 @@
 import { type Command } from 'commander';
 import type { BatchStatus } from '../../client/batch-status';
 import { addPriceFlags, pricesFrom } from '../price-flags';
-import { batchArg, EXIT, spendSafetyLines, summaryLine, withSession } from '../support';
+import { batchArg, EXIT, spendSafetyLines, summaryLine, withBatch } from '../support';
 
 export function registerStatusCommand(program: Command): void {
   const command = program
@@ -16,15 +16,14 @@ export function registerStatusCommand(program: Command): void {
     .option('--json', 'print as JSON');
   addPriceFlags(command).action(
     async (ref: string, o: { json?: boolean; history?: boolean; price?: string[]; prices?: string }) => {
-      const [{ batchStatus }, { resolveBatchId }, { historyStats }] = await Promise.all([
+      const [{ batchStatus }, { historyStats }] = await Promise.all([
         import('../../client/batch-status'),
-        import('../../client/batches'),
         import('../../client/history-stats'),
       ]);
       const prices = await pricesFrom(o);
-      const batchId = await resolveBatchId(ref);
-      const [status, history] = await withSession(
-        async (s) =>
+      const [status, history] = await withBatch(
+        ref,
+        async (s, batchId) =>
           [
             await batchStatus(s.client, batchId, undefined, { prices, taskQueue: s.taskQueue }),
             o.history ? await historyStats(s.client, batchId) : undefined,
@@ -54,6 +53,7 @@ async function printStatus(s: BatchStatus): Promise<void> {
   console.log(
     `${s.batchId}: ${s.workflowStatus} (started ${s.startTime.toISOString()}${s.closeTime ? `, closed ${s.closeTime.toISOString()}` : ''})`,
   );
+  if (s.target) console.log(`target: ${s.target}`);
   if (s.progress) console.log(progressLine(s.progress));
   else if (s.result) console.log(summaryLine(s.result, true));
   else if (s.final)

@@ -1,6 +1,6 @@
 // `vidbatch watch`.
 import { type Command } from 'commander';
-import { batchArg, EXIT, summaryLine, withSession } from '../support';
+import { batchArg, EXIT, summaryLine, withBatch } from '../support';
 
 export function registerWatchCommand(program: Command): void {
   program
@@ -9,12 +9,11 @@ export function registerWatchCommand(program: Command): void {
     .description('Follow a batch with a live progress bar until it is done (Ctrl-C stops watching only).')
     .argument(...batchArg)
     .action(async (ref: string) => {
-      const [{ batchHandle, followBatch, resolveBatchId }, { createProgressView }] = await Promise.all([
+      const [{ batchHandle, followBatch }, { createProgressView }] = await Promise.all([
         import('../../client/batches'),
         import('../progress-view'),
       ]);
-      const batchId = await resolveBatchId(ref);
-      await withSession(async (session) => {
+      await withBatch(ref, async (session, batchId) => {
         const abort = new AbortController();
         process.once('SIGINT', () => abort.abort());
         const view = createProgressView();
