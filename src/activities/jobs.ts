@@ -8,7 +8,11 @@
 import { resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
-import { DEFAULT_RETRY_AFTER_MS, SUBMIT_HEARTBEAT_EVERY_MS } from '../contract/failures';
+import {
+  DEFAULT_RETRY_AFTER_MS,
+  SUBMIT_HEARTBEAT_EVERY_MS,
+  SUBMIT_HEARTBEAT_TIMEOUT_MS,
+} from '../contract/failures';
 import type { PollSchedule } from '../contract/batch-options';
 import type { InlineDownload, JobCheck, PollOutcome, SubmitResult, VideoTarget } from '../contract/jobs';
 import { promptSubmitOutcomeSignal } from '../contract/messages';
@@ -24,6 +28,7 @@ import {
 } from '../gateway/errors';
 import { appendJournal, readJournal, type JournalEntry } from '../results/jobs-journal';
 import { fetchVideo } from './outputs';
+import { claimRequest, PaidElsewhere, type Claim } from './request-claims';
 import { allowedPath, type PathRoots } from './paths';
 import { LatencyTracker } from './latency';
 import { nextCheck } from './poll-schedule';
@@ -47,6 +52,10 @@ export interface SubmitInput {
    * ends as GatewayUnreachable so the batch can pause with the reason. Absent: retried for ever.
    */
   unreachableAfterMs?: number;
+  /** Claim the row's request before the POST and follow a job another row paid for (request-claims.ts). */
+  claimRequest?: boolean;
+  /** The job this submit replaces (it failed or is gone): a claim that ended with it is not followed. */
+  replaces?: string;
   /**
    * The batch workflow to tell (by signal, from here) that a job id came back: the breaker, the unreachable
    * pause and the capacity gate count sends. Absent: a prompt run on its own.
@@ -190,6 +199,9 @@ function noUrlMessage(jobId: string): string {
 /** Time kept back from a status check's attempt when it fetches the video too, so the attempt ends in time. */
 const INLINE_DOWNLOAD_MARGIN_MS = 3_000;
 
+/** How long a claim outlives its attempt's heartbeat timeout: a retry's time to find the job and end it. */
+const CLAIM_MARGIN_MS = 60_000;
+
 /** The longest a submit waits to tell the batch of its job id (well inside its heartbeat timeout). */
 const REPORT_SENT_TIMEOUT_MS = 5_000;
 
@@ -255,6 +267,72 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
     }
   };
 
+  /** The claim of the row's request (request-claims.ts), for a batch that shares its root's requests. */
+  const claimFor = async (input: SubmitInput, key: string): Promise<Claim | undefined> => {
+    const { row } = input;
+    if (!input.claimRequest || !row.request) return undefined;
+    const ctx = Context.current();
+    return claimRequest(ctx.client, {
+      batchId: input.batchId,
+      request: row.request,
+      holder: { batchId: input.batchId, rowId: row.id, key },
+      // Past this attempt and a retry's look at its heartbeat: a holder that died mid-POST still settles it.
+      holdMs: ctx.info.startToCloseTimeoutMs + SUBMIT_HEARTBEAT_TIMEOUT_MS + CLAIM_MARGIN_MS,
+      ...(input.replaces ? { replaces: input.replaces } : {}),
+      waiting: () => ctx.heartbeat({ sending: false } satisfies SubmitHeartbeat),
+    });
+  };
+
+  /** Ends a claim with what came of the POST. A claim not released times out: logged, never thrown. */
+  const release = async (claim: Claim | undefined, jobId: string | undefined, why?: string) => {
+    await claim?.release(jobId, why).catch((err: unknown) => {
+      Context.current().log.warn('could not release the claim of the request; it times out on its own', {
+        claim: claim.id,
+        error: String(err),
+      });
+    });
+  };
+
+  /** A retry that took its job from the heartbeat or the journal ends the claim the attempt that paid held. */
+  const settleClaim = async (input: SubmitInput, key: string, jobId: string) => {
+    try {
+      await release(await claimFor(input, key), jobId);
+    } catch {
+      // Released already (PaidElsewhere names this row's own job), or held by another row: nothing to end.
+    }
+  };
+
+  /**
+   * Another row claimed the request and paid for `paid.jobId`: this row follows that job, paying nothing. Its
+   * journal line names whose payment it is, so the ledger counts the job once, where it was paid; a re-run of
+   * this row checks it like any job it knows.
+   */
+  const followClaimed = async (input: SubmitInput, paid: PaidElsewhere): Promise<SubmitResult> => {
+    const { row } = input;
+    const own = paid.holder.batchId === input.batchId && paid.holder.rowId === row.id;
+    const ctx = Context.current();
+    ctx.log.info(
+      own ? 'job found in its claim; not sending again' : 'request paid by another row; following its job',
+      {
+        rowId: row.id,
+        jobId: paid.jobId,
+        ...(own ? {} : { paidBy: `${paid.holder.batchId}/${paid.holder.rowId}` }),
+      },
+    );
+    const journalError = await journal(input, {
+      rowId: row.id,
+      jobId: paid.jobId,
+      ...(own ? {} : { followedFrom: paid.holder }),
+    });
+    return {
+      jobId: paid.jobId,
+      submittedAt: Date.now(),
+      attempts: 0,
+      ...(own ? {} : { followedFrom: paid.holder }),
+      ...(journalError ? { journalError } : {}),
+    };
+  };
+
   /**
    * The video of a job a status check just found succeeded, fetched within what is left of the check's attempt
    * (a history event saved per row: no download activity). Undefined when it could not finish in time or failed
@@ -298,6 +376,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
           jobId: heartbeat.jobId,
         });
         const journalError = await journal(input, { rowId: row.id, jobId: heartbeat.jobId });
+        await settleClaim(input, key, heartbeat.jobId);
         await reportSent(ctx, input);
         return {
           jobId: heartbeat.jobId,
@@ -310,6 +389,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         const jobId = await journalled(input);
         if (jobId) {
           ctx.log.info('job found in the jobs journal; not sending again', { rowId: row.id, jobId });
+          await settleClaim(input, key, jobId);
           await reportSent(ctx, input);
           return { jobId, submittedAt: Date.now(), attempts: attempt };
         }
@@ -328,6 +408,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
       // noticed within the heartbeat timeout; before it, no heartbeat, so no wait may come near that timeout.
       let beating: ReturnType<typeof setInterval> | undefined;
       let beats = 0;
+      let claim: Claim | undefined;
       try {
         const job = await gateway.submit(
           { model: row.model, input: row.input, parameters: row.parameters },
@@ -337,6 +418,9 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
             sendBy,
             ...(input.unblockedAt !== undefined ? { unblockedAt: input.unblockedAt } : {}),
             beforeSend: async () => {
+              // Claimed before paid: another batch's row paying for the same request now, or that paid for it
+              // already, is followed instead (PaidElsewhere, NotSentError).
+              claim = await claimFor(input, key);
               await recordHeartbeat(ctx, { sending: true });
               beating = setInterval(() => {
                 beats += 1;
@@ -356,6 +440,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
           ctx.log.warn('could not record the job id in the heartbeat', { rowId: row.id, error: String(err) });
         });
         const journalError = await journal(input, { rowId: row.id, jobId: job.id });
+        await release(claim, job.id);
         await reportSent(ctx, input);
         const unsent = unsentSubmits.get(key) ?? 0;
         unsentSubmits.delete(key);
@@ -372,6 +457,11 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         };
       } catch (err) {
         clearInterval(beating);
+        if (err instanceof PaidElsewhere) return followClaimed(input, err);
+        // Nothing paid (refused, or nothing sent): the next claimer of the request may pay. An unknown outcome
+        // keeps the claim: this row's resend takes it again, and others wait for it or for its time-out.
+        if (!(err instanceof GatewayError && err.outcomeUnknown))
+          await release(claim, undefined, err instanceof Error ? err.name : 'failed');
         if (err instanceof NotSentError) {
           if (unsentSubmits.size > 10_000) unsentSubmits.clear();
           unsentSubmits.set(key, (unsentSubmits.get(key) ?? 0) + 1);

@@ -1,6 +1,6 @@
 // What the gateway activities return to the workflows: a submitted job, a check of a known job, a poll's
 // outcome, a downloaded and verified video. Imported by workflow code: no Node built-ins.
-import type { PromptStatus } from './prompt';
+import type { PromptStatus, ReusedFrom } from './prompt';
 
 export interface SubmitResult {
   jobId: string;
@@ -18,6 +18,11 @@ export interface SubmitResult {
   journalError?: string;
   /** The gateway's request id (`x-request-id`) of the answer that made the job, when it gave one. */
   requestId?: string;
+  /**
+   * Not paid here: another row claimed the same request and paid for this job (activities/request-claims.ts);
+   * the row follows it, and its result says whose payment it was.
+   */
+  followedFrom?: ReusedFrom;
 }
 
 /** One status check of a job known from an earlier run (checkJob). */

@@ -166,6 +166,11 @@ export interface PromptInput {
   enhance?: EnhanceOptions;
   /** `knownJobId` is another batch's job for this request: a result from it says whose payment it was. */
   followedFrom?: ReusedFrom;
+  /**
+   * Claim the row's request before paying for it, and follow the job another row claimed and paid for
+   * (activities/request-claims.ts): the batch's `reuse`.
+   */
+  claimRequest?: boolean;
 }
 
 /** Code of a row whose downloaded video does not match its request (`--verify strict`); job and file are kept. */

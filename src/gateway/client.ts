@@ -275,9 +275,14 @@ export class GatewayClient {
     const left = (options.sendBy ?? Infinity) - Date.now();
     if (left < MIN_SEND_MS)
       throw new NotSentError(1000, `${what}: not sent: too little time left in this attempt`);
-    const timeoutMs = Math.min(limit, left);
     const key = this.options.apiKey();
     await options.beforeSend?.();
+    // Measured after beforeSend (a claim of the request, a heartbeat recorded on the server take time), so the
+    // answer is still due within the attempt.
+    const timeoutMs = Math.max(
+      Math.min(limit, (options.sendBy ?? Infinity) - Date.now()),
+      Math.min(limit, MIN_SEND_MS),
+    );
     // The stop came while the submit recorded that it is sending: still not sent. ConnectionError "nothing
     // sent", so the submit activity clears that record (activities/jobs.ts) and Temporal retries it elsewhere.
     if (this.stopping)

@@ -22,6 +22,8 @@ export interface JournalEntry {
   unknown?: true;
   /** The row's request key (input/request-key.ts): other batches in the output root follow this job. */
   request?: string;
+  /** Another batch's row paid for `jobId` (it claimed the same request first): this row follows it. */
+  followedFrom?: { batchId: string; rowId: string };
   /** The row's line in its CSV: a reader that has passed it lets it go (results/prior.ts). */
   line?: number;
   /** ISO time of the entry. */

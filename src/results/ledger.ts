@@ -100,7 +100,8 @@ export function foldLedger(
           ...(e.duration !== undefined ? { duration: e.duration } : {}),
         },
       });
-    if (!e.jobId) continue;
+    // A job another batch's row paid for is counted there, once.
+    if (!e.jobId || e.followedFrom) continue;
     seeGeneration(e.rowId, e.generation);
     if (!jobs.has(e.jobId)) jobs.set(e.jobId, { rowId: e.rowId, generation: e.generation, at: e.at });
   }

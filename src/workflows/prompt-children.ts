@@ -94,6 +94,8 @@ export function startPrompt(input: BatchInput, row: PromptRow, prior: PriorOutco
         ...(prior?.followedFrom ? { followedFrom: prior.followedFrom } : {}),
         ...promptSpendOptions(options),
         priorUnknownSubmits: prior?.unknownSubmits ?? 0,
+        // A batch that reuses what its root paid for also claims each request before paying for it.
+        claimRequest: options.reuse,
         ...(input.retryOf ? { keyBatchId: input.retryOf } : {}),
         // A row of a reviewed CSV (`original_prompt`) is sent as it is: never rewritten twice.
         ...(options.enhance && row.originalPrompt === undefined ? { enhance: options.enhance } : {}),

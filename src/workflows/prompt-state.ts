@@ -27,6 +27,7 @@ import {
   VIDEO_MISMATCH_CODE,
   type PromptInput,
   type PromptResult,
+  type ReusedFrom,
 } from '../contract/prompt';
 import { rowFields, type RowFields } from '../contract/rows';
 
@@ -125,11 +126,14 @@ export class PromptState {
 
   /** The submit activity's input, for the current generation and what came before. */
   submitInput() {
-    const { batchId, row, outDir, keyBatchId, unreachablePauseMs } = this.input;
+    const { batchId, row, outDir, keyBatchId, unreachablePauseMs, claimRequest } = this.input;
     return {
       batchId,
       row,
       generation: this.generation,
+      claimRequest,
+      // The job a new generation replaces (it failed, or is gone): a claim that ended with it is not followed.
+      ...(this.jobId ? { replaces: this.jobId } : {}),
       ...(outDir ? { outDir } : {}),
       unblockedAt: this.unblockedAt,
       ...(keyBatchId ? { keyBatchId } : {}),
@@ -172,6 +176,12 @@ export class PromptState {
   }
 
   /** A submit brought a job id. */
+  /** The other row whose payment `jobId` was, when this row's submit followed a claimed request's job. */
+  followedFrom(jobId: string | undefined): ReusedFrom | undefined {
+    const s = this.submitted;
+    return s?.followedFrom && jobId !== undefined && s.jobId === jobId ? s.followedFrom : undefined;
+  }
+
   sent(submitted: SubmitResult): SubmitResult {
     this.jobId = submitted.jobId;
     this.noteRequestId(submitted.requestId);

@@ -41,8 +41,11 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
     throw err;
   }
   // A followed job that ended the row is another batch's payment: the row says whose.
-  if (input.followedFrom && result.jobId === input.knownJobId)
-    result = { ...result, reusedFrom: input.followedFrom };
+  const followed =
+    input.followedFrom && result.jobId === input.knownJobId
+      ? input.followedFrom
+      : run.state.followedFrom(result.jobId);
+  if (followed) result = { ...result, reusedFrom: followed };
   await run.ended(result);
   return result;
 }

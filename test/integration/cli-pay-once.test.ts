@@ -116,7 +116,9 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
       cwd: env.dir,
       env: cliSettings(env),
     });
-    const batchA = (await started.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/))[1]!;
+    const batchA = (
+      await started.waitFor(/(?:Started|Attached to) batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/)
+    )[1]!;
     await jobsMade(env, 4, started.output);
     expect((await vidbatchIn(env, ['cancel', batchA])).code).toBe(0);
     await started.done;
@@ -160,6 +162,48 @@ describe('pay once per request in an output root (spawned vidbatch, simulator ig
     expect(edited.stdout).toContain('4 succeeded, 0 failed of 4');
     expect(env.sim.stats().jobsCreated).toBe(5);
     await started.done;
+  });
+
+  it('claimed before paid: rows waiting on the rate budget while an edited copy runs in a second terminal', async () => {
+    // A 2 requests/s gateway: the first batch's rows still wait for the budget when the second starts, so
+    // neither has journalled the other's requests yet; only the claim taken before each POST keeps them apart.
+    env = await testEnv({ idempotency: false, rateLimit: 2, jobSeconds: 1, jobJitterSeconds: 0 });
+    await env.startWorker();
+    const tag = randomUUID().slice(0, 8);
+    const rows: [string, string][] = (await vbenchPrompts())
+      .slice(60, 84)
+      .map((p, i) => [`w${i + 1}`, `${p} (${tag})`]);
+    await writeCsv(env, 'wait.csv', rows);
+    const first = background(['run', 'wait.csv', '--concurrency', '50', ...FAST_POLL_FLAGS], {
+      cwd: env.dir,
+      env: cliSettings(env),
+    });
+    await jobsMade(env, 3, first.output);
+    rows[1] = ['w2', `${rows[1]![1]}, in the rain`];
+    await writeCsv(env, 'wait.csv', rows);
+    const second = await runIn(env, 'wait.csv', '--concurrency', '50');
+    const done = await first.done;
+    const distinct = rows.length + 1;
+    console.log(
+      `two terminals on a 2 rps gateway: ${env.sim.stats().jobsCreated} jobs for ${distinct} distinct requests`,
+    );
+    expect(second.code, exitAndOutput(second)).toBe(0);
+    expect(done.code, exitAndOutput(done)).toBe(0);
+    expect(env.sim.stats().jobsCreated).toBe(distinct);
+    const [older, newer] = await Promise.all([manifestOf(done), manifestOf(second)]);
+    expect(newer.filter((r) => r.status === 'succeeded')).toHaveLength(rows.length);
+    expect(older.filter((r) => r.status === 'succeeded')).toHaveLength(rows.length);
+    // Each unchanged request was paid by whichever batch claimed it first; the other's row names that payment.
+    const oldBy = new Map(older.map((r) => [r.rowId, r]));
+    for (const row of newer.filter((r) => r.rowId !== 'w2')) {
+      const other = oldBy.get(row.rowId)!;
+      expect(row.jobId, row.rowId).toBe(other.jobId);
+      expect([row.reusedFrom?.rowId, other.reusedFrom?.rowId].filter(Boolean), row.rowId).toEqual([
+        row.rowId,
+      ]);
+    }
+    // The edited row is a request of its own: paid by this batch.
+    expect(newer.find((r) => r.rowId === 'w2')?.reusedFrom).toBeUndefined();
   });
 
   it('identical rows are separate takes; another file reuses them; --fresh pays again', async () => {

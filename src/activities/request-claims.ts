@@ -1,0 +1,159 @@
+// Claimed before paid: a request (its target and root, its request key) is claimed durably right before its
+// POST, and at most one claim per request is live at any time, across batches, terminals and machines, by
+// Temporal's workflow-id uniqueness (docs/spend-safety.md "Claimed before paid"). A claim is a workflow that never
+// runs: started on a task queue no worker polls, with a start delay past its execution timeout, so it holds no
+// task and needs no worker; its id says what is claimed, its memo who holds it, and its end what came of it:
+// terminated with `job <id>` (paid: a batch that needs the request follows that job), terminated with `no job`
+// (refused, not sent: the next claim may pay), or timed out (the holder died mid-POST or its outcome stayed
+// unknown). Claims of one request are numbered (`/1`, `/2`, ...), each started at most once, so a claim that
+// ended with a job is never replaced by a later one.
+import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
+import proto from '@temporalio/proto';
+import type { ReusedFrom } from '../contract/prompt';
+import { scopeOfBatch } from '../contract/target';
+import { NotSentError } from '../gateway/errors';
+
+/** No worker polls it: a claim's workflow task is never scheduled anyway (its start delay outlasts it). */
+export const CLAIM_TASK_QUEUE = 'vidbatch-request-claims';
+/** The workflow type a claim is recorded as (there is no such workflow: it never runs). */
+export const CLAIM_WORKFLOW_TYPE = 'requestClaim';
+/** How often a submit looks again at a claim another row holds, and how long it waits before retrying later. */
+const LOOK_EVERY_MS = 250;
+const WAIT_IN_ATTEMPT_MS = 5_000;
+
+/** Who claims: the row, and its Idempotency-Key (the same across the retries and resends of one submit). */
+export interface ClaimHolder extends ReusedFrom {
+  key: string;
+}
+
+/** The request of `batchId` (its scope: target and root) with `request` key, claim number `n`. */
+export function claimId(batchId: string, request: string, n: number): string {
+  return `claim/${scopeOfBatch(batchId) ?? batchId}/${request}/${n}`;
+}
+
+/** Another row's claim ended with a job: this row follows that job instead of paying for the request again. */
+export class PaidElsewhere extends Error {
+  override name = 'PaidElsewhere';
+  constructor(
+    readonly jobId: string,
+    readonly holder: ReusedFrom,
+  ) {
+    super(`${holder.batchId} row ${holder.rowId} paid for the same request: job ${jobId}`);
+  }
+}
+
+export interface Claim {
+  id: string;
+  /** Ends the claim with what came of the POST: a job id, or none (refused or not sent). */
+  release(jobId: string | undefined, why?: string): Promise<void>;
+}
+
+const ENDED_WITH_JOB = /^job (\S+)$/;
+
+/**
+ * Claims the request for `holder`, or throws: PaidElsewhere when the latest claim that ended with a job is not
+ * `replaces` (a job this row knows failed, so it pays for a new one); NotSentError (retried later by Temporal)
+ * while another row's claim is live past a short wait. `holdMs` bounds the claim: it times out on its own if its
+ * holder never releases it.
+ */
+export async function claimRequest(
+  client: Client,
+  o: {
+    batchId: string;
+    request: string;
+    holder: ClaimHolder;
+    holdMs: number;
+    replaces?: string;
+    /** Called while waiting, so the attempt's heartbeat stays alive. */
+    waiting?: () => void;
+  },
+): Promise<Claim> {
+  const waitUntil = Date.now() + WAIT_IN_ATTEMPT_MS;
+  let paid: PaidElsewhere | undefined;
+  for (let n = 1; ; n++) {
+    const id = claimId(o.batchId, o.request, n);
+    for (;;) {
+      let claim = await describe(client, id);
+      if (!claim) {
+        // The end of the chain: the latest job paid for the request is followed, never paid again.
+        if (paid) throw paid;
+        claim = await start(client, id, o.holder, o.holdMs);
+      }
+      const holder = claim.memo?.holder as ClaimHolder | undefined;
+      const status = claim.status.name;
+      if (status === 'RUNNING') {
+        if (holder?.key === o.holder.key) return handleOf(client, id, claim.runId);
+        if (Date.now() >= waitUntil)
+          throw new NotSentError(
+            WAIT_IN_ATTEMPT_MS,
+            `not sent: ${holder?.batchId ?? 'another batch'} row ${holder?.rowId ?? '?'} is paying for the same ` +
+              'request; this row follows its job, or sends once that claim ends without one',
+          );
+        o.waiting?.();
+        await new Promise((r) => setTimeout(r, LOOK_EVERY_MS));
+        continue;
+      }
+      const jobId = status === 'TERMINATED' ? await endedWithJob(client, id, claim.runId) : undefined;
+      if (jobId && holder && jobId !== o.replaces)
+        paid = new PaidElsewhere(jobId, { batchId: holder.batchId, rowId: holder.rowId });
+      break; // the next claim: a later one may have paid again, or this row may claim it
+    }
+  }
+}
+
+async function describe(client: Client, id: string): Promise<WorkflowExecutionDescription | undefined> {
+  try {
+    return await client.workflow.getHandle(id).describe();
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return undefined;
+    throw err;
+  }
+}
+
+async function start(
+  client: Client,
+  id: string,
+  holder: ClaimHolder,
+  holdMs: number,
+): Promise<WorkflowExecutionDescription> {
+  try {
+    await client.workflow.start(CLAIM_WORKFLOW_TYPE, {
+      workflowId: id,
+      taskQueue: CLAIM_TASK_QUEUE,
+      args: [],
+      workflowExecutionTimeout: holdMs,
+      // Never dispatched: the claim ends (released or timed out) before its first workflow task is due.
+      startDelay: holdMs + 60_000,
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      memo: { holder },
+      staticSummary: `claim of request ${id.split('/').slice(2, -1).join('/')} by ${holder.batchId} row ${holder.rowId}`,
+    });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  }
+  return (await describe(client, id))!;
+}
+
+/** The job a terminated claim ended with (its termination reason), if any. */
+async function endedWithJob(client: Client, id: string, runId: string): Promise<string | undefined> {
+  const { history } = await client.workflowService.getWorkflowExecutionHistory({
+    namespace: client.options.namespace,
+    execution: { workflowId: id, runId },
+    historyEventFilterType:
+      proto.temporal.api.enums.v1.HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT,
+  });
+  const reason = history?.events?.at(-1)?.workflowExecutionTerminatedEventAttributes?.reason ?? '';
+  return ENDED_WITH_JOB.exec(reason)?.[1];
+}
+
+function handleOf(client: Client, id: string, runId: string): Claim {
+  return {
+    id,
+    async release(jobId, why) {
+      await client.workflow
+        .getHandle(id, runId)
+        .terminate(jobId ? `job ${jobId}` : `no job: ${why ?? 'not sent'}`.slice(0, 500));
+    },
+  };
+}
