@@ -8,11 +8,7 @@
 import { resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
-import {
-  DEFAULT_RETRY_AFTER_MS,
-  SUBMIT_HEARTBEAT_EVERY_MS,
-  SUBMIT_HEARTBEAT_TIMEOUT_MS,
-} from '../contract/failures';
+import { DEFAULT_RETRY_AFTER_MS, SUBMIT_HEARTBEAT_EVERY_MS } from '../contract/failures';
 import type { PollSchedule } from '../contract/batch-options';
 import type { InlineDownload, JobCheck, PollOutcome, SubmitResult, VideoTarget } from '../contract/jobs';
 import { promptSubmitOutcomeSignal } from '../contract/messages';
@@ -28,7 +24,7 @@ import {
 } from '../gateway/errors';
 import { appendJournal, readJournal, type JournalEntry } from '../results/jobs-journal';
 import { fetchVideo } from './outputs';
-import { claimRequest, PaidElsewhere, type Claim } from './request-claims';
+import { claimSteps, PaidElsewhere, type Claim } from './request-claims';
 import { allowedPath, type PathRoots } from './paths';
 import { LatencyTracker } from './latency';
 import { nextCheck } from './poll-schedule';
@@ -199,9 +195,6 @@ function noUrlMessage(jobId: string): string {
 /** Time kept back from a status check's attempt when it fetches the video too, so the attempt ends in time. */
 const INLINE_DOWNLOAD_MARGIN_MS = 3_000;
 
-/** How long a claim outlives its attempt's heartbeat timeout: a retry's time to find the job and end it. */
-const CLAIM_MARGIN_MS = 60_000;
-
 /** The longest a submit waits to tell the batch of its job id (well inside its heartbeat timeout). */
 const REPORT_SENT_TIMEOUT_MS = 5_000;
 
@@ -267,71 +260,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
     }
   };
 
-  /** The claim of the row's request (request-claims.ts), for a batch that shares its root's requests. */
-  const claimFor = async (input: SubmitInput, key: string): Promise<Claim | undefined> => {
-    const { row } = input;
-    if (!input.claimRequest || !row.request) return undefined;
-    const ctx = Context.current();
-    return claimRequest(ctx.client, {
-      batchId: input.batchId,
-      request: row.request,
-      holder: { batchId: input.batchId, rowId: row.id, key },
-      // Past this attempt and a retry's look at its heartbeat: a holder that died mid-POST still settles it.
-      holdMs: ctx.info.startToCloseTimeoutMs + SUBMIT_HEARTBEAT_TIMEOUT_MS + CLAIM_MARGIN_MS,
-      ...(input.replaces ? { replaces: input.replaces } : {}),
-      waiting: () => ctx.heartbeat({ sending: false } satisfies SubmitHeartbeat),
-    });
-  };
-
-  /** Ends a claim with what came of the POST. A claim not released times out: logged, never thrown. */
-  const release = async (claim: Claim | undefined, jobId: string | undefined, why?: string) => {
-    await claim?.release(jobId, why).catch((err: unknown) => {
-      Context.current().log.warn('could not release the claim of the request; it times out on its own', {
-        claim: claim.id,
-        error: String(err),
-      });
-    });
-  };
-
-  /** A retry that took its job from the heartbeat or the journal ends the claim the attempt that paid held. */
-  const settleClaim = async (input: SubmitInput, key: string, jobId: string) => {
-    try {
-      await release(await claimFor(input, key), jobId);
-    } catch {
-      // Released already (PaidElsewhere names this row's own job), or held by another row: nothing to end.
-    }
-  };
-
-  /**
-   * Another row claimed the request and paid for `paid.jobId`: this row follows that job, paying nothing. Its
-   * journal line names whose payment it is, so the ledger counts the job once, where it was paid; a re-run of
-   * this row checks it like any job it knows.
-   */
-  const followClaimed = async (input: SubmitInput, paid: PaidElsewhere): Promise<SubmitResult> => {
-    const { row } = input;
-    const own = paid.holder.batchId === input.batchId && paid.holder.rowId === row.id;
-    const ctx = Context.current();
-    ctx.log.info(
-      own ? 'job found in its claim; not sending again' : 'request paid by another row; following its job',
-      {
-        rowId: row.id,
-        jobId: paid.jobId,
-        ...(own ? {} : { paidBy: `${paid.holder.batchId}/${paid.holder.rowId}` }),
-      },
-    );
-    const journalError = await journal(input, {
-      rowId: row.id,
-      jobId: paid.jobId,
-      ...(own ? {} : { followedFrom: paid.holder }),
-    });
-    return {
-      jobId: paid.jobId,
-      submittedAt: Date.now(),
-      attempts: 0,
-      ...(own ? {} : { followedFrom: paid.holder }),
-      ...(journalError ? { journalError } : {}),
-    };
-  };
+  const { claimFor, release, settleClaim, followClaimed } = claimSteps(journal);
 
   /**
    * The video of a job a status check just found succeeded, fetched within what is left of the check's attempt

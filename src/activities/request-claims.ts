@@ -10,7 +10,12 @@
 import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import proto from '@temporalio/proto';
+import { Context } from '@temporalio/activity';
+import { SUBMIT_HEARTBEAT_TIMEOUT_MS } from '../contract/failures';
+import type { SubmitResult } from '../contract/jobs';
 import type { ReusedFrom } from '../contract/prompt';
+import type { JournalEntry } from '../results/jobs-journal';
+import type { PromptRow } from '../contract/rows';
 import { scopeOfBatch } from '../contract/target';
 import { NotSentError } from '../gateway/errors';
 
@@ -156,4 +161,92 @@ function handleOf(client: Client, id: string, runId: string): Claim {
         .terminate(jobId ? `job ${jobId}` : `no job: ${why ?? 'not sent'}`.slice(0, 500));
     },
   };
+}
+
+/** How long a claim outlives its attempt's heartbeat timeout: a retry's time to find the job and end it. */
+const CLAIM_MARGIN_MS = 60_000;
+
+/** What of a submit's input (activities/jobs.ts SubmitInput) its claim needs. */
+interface ClaimedSubmit {
+  batchId: string;
+  row: PromptRow;
+  claimRequest?: boolean;
+  replaces?: string;
+}
+
+/** What the submit activity does with claims, around its POST. `journal` writes a journal line (jobs.ts). */
+export function claimSteps<SubmitInput extends ClaimedSubmit>(
+  journal: (
+    input: SubmitInput,
+    entry: Omit<JournalEntry, 'at' | 'generation'>,
+  ) => Promise<string | undefined>,
+) {
+  /** The claim of the row's request (request-claims.ts), for a batch that shares its root's requests. */
+  const claimFor = async (input: SubmitInput, key: string): Promise<Claim | undefined> => {
+    const { row } = input;
+    if (!input.claimRequest || !row.request) return undefined;
+    const ctx = Context.current();
+    return claimRequest(ctx.client, {
+      batchId: input.batchId,
+      request: row.request,
+      holder: { batchId: input.batchId, rowId: row.id, key },
+      // Past this attempt and a retry's look at its heartbeat: a holder that died mid-POST still settles it.
+      holdMs: ctx.info.startToCloseTimeoutMs + SUBMIT_HEARTBEAT_TIMEOUT_MS + CLAIM_MARGIN_MS,
+      ...(input.replaces ? { replaces: input.replaces } : {}),
+      // The submit heartbeat: not sending (see SubmitHeartbeat in jobs.ts).
+      waiting: () => ctx.heartbeat({ sending: false }),
+    });
+  };
+
+  /** Ends a claim with what came of the POST. A claim not released times out: logged, never thrown. */
+  const release = async (claim: Claim | undefined, jobId: string | undefined, why?: string) => {
+    await claim?.release(jobId, why).catch((err: unknown) => {
+      Context.current().log.warn('could not release the claim of the request; it times out on its own', {
+        claim: claim.id,
+        error: String(err),
+      });
+    });
+  };
+
+  /** A retry that took its job from the heartbeat or the journal ends the claim the attempt that paid held. */
+  const settleClaim = async (input: SubmitInput, key: string, jobId: string) => {
+    try {
+      await release(await claimFor(input, key), jobId);
+    } catch {
+      // Released already (PaidElsewhere names this row's own job), or held by another row: nothing to end.
+    }
+  };
+
+  /**
+   * Another row claimed the request and paid for `paid.jobId`: this row follows that job, paying nothing. Its
+   * journal line names whose payment it is, so the ledger counts the job once, where it was paid; a re-run of
+   * this row checks it like any job it knows.
+   */
+  const followClaimed = async (input: SubmitInput, paid: PaidElsewhere): Promise<SubmitResult> => {
+    const { row } = input;
+    const own = paid.holder.batchId === input.batchId && paid.holder.rowId === row.id;
+    const ctx = Context.current();
+    ctx.log.info(
+      own ? 'job found in its claim; not sending again' : 'request paid by another row; following its job',
+      {
+        rowId: row.id,
+        jobId: paid.jobId,
+        ...(own ? {} : { paidBy: `${paid.holder.batchId}/${paid.holder.rowId}` }),
+      },
+    );
+    const journalError = await journal(input, {
+      rowId: row.id,
+      jobId: paid.jobId,
+      ...(own ? {} : { followedFrom: paid.holder }),
+    });
+    return {
+      jobId: paid.jobId,
+      submittedAt: Date.now(),
+      attempts: 0,
+      ...(own ? {} : { followedFrom: paid.holder }),
+      ...(journalError ? { journalError } : {}),
+    };
+  };
+
+  return { claimFor, release, settleClaim, followClaimed };
 }

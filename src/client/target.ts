@@ -5,7 +5,7 @@ import proto from '@temporalio/proto';
 import { gatewayTarget, simulatorTarget } from '../config';
 import { declaredTarget } from '../contract/target';
 import { ConfigError } from '../errors';
-import type { Session } from './session';
+import { openSession, type Session } from './session';
 
 /** The identities of the workers that polled `taskQueue` lately (the server keeps the last few minutes'). */
 export async function pollersOf(session: Session, taskQueue: string): Promise<string[]> {
@@ -24,13 +24,21 @@ export interface BatchTarget {
 }
 
 /**
- * The target `plan` (or `run --dry-run`) plans for, with no session: `--simulate`'s, else this environment's
- * gateway (as `run` would pay on).
+ * The target `plan` (or `run --dry-run`) plans for: `--simulate`'s, else this environment's gateway (as `run`
+ * would pay on), else in a deployment (TEMPORAL_ADDRESS) the one its workers declare.
  */
-export function plannedTarget(simulate: boolean, stateFile: string, env = process.env): string {
+export async function plannedTarget(simulate: boolean, stateFile: string, env = process.env): Promise<string> {
   if (simulate) return simulatorTarget(stateFile);
   const baseUrl = env.GATEWAY_BASE_URL?.trim().replace(/\/+$/, '');
   if (baseUrl) return gatewayTarget(baseUrl, env.GATEWAY_ACCOUNT);
+  if (env.TEMPORAL_ADDRESS) {
+    const session = await openSession({ worker: false });
+    try {
+      return (await batchTarget(session, env)).target;
+    } finally {
+      await session.close();
+    }
+  }
   throw new ConfigError(
     'which gateway is this for? Set GATEWAY_BASE_URL (and GATEWAY_ACCOUNT) as for `run`, or give --simulate: ' +
       'what a root already paid for is counted per gateway account',

@@ -360,6 +360,45 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     ).toEqual(['r13', 'r3']);
   }, 240_000);
 
+  it('claimed before paid across machines: an edited copy started while the first batch waits on the rate budget', async () => {
+    const { sim, root, starterDir, shared } = await threeMachines('vidbatch-claims', {
+      rateLimit: 2,
+      jobSeconds: 1,
+      jobJitterSeconds: 0,
+    });
+    const prompts = (await vbenchPrompts()).slice(100, 124);
+    const write = (dir: string, rows: string[][]) =>
+      writeFile(join(dir, 'prompts.csv'), stringify([['id', 'prompt'], ...rows]));
+    const rows = prompts.map((p, i) => [`c${i + 1}`, p]);
+    await write(starterDir, rows);
+    const detached = ['--detach', '--concurrency', '50', ...FAST_POLL_FLAGS];
+    const first = await vidbatch(['run', 'prompts.csv', ...detached], { cwd: starterDir, env: shared });
+    expect(first.code, first.stderr).toBe(0);
+    const batchA = /Started batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(first.stderr)![1]!;
+    for (let i = 0; sim.stats().jobsCreated < 3; i++) {
+      if (i > 600) throw new Error('the first batch made no jobs');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // Another machine, the file edited there while the first batch's rows still wait for the budget.
+    const other = join(root, 'other-starter');
+    await mkdir(other);
+    const edited = rows.map((r) => [...r]);
+    edited[4] = ['c5', `${rows[4]![1]} at dusk`];
+    await write(other, edited);
+    const second = await vidbatch(['run', 'prompts.csv', ...detached], { cwd: other, env: shared });
+    expect(second.code, second.stderr).toBe(0);
+    const batchB = /Started batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(second.stderr)![1]!;
+    for (const [dir, batchId] of [
+      [starterDir, batchA],
+      [other, batchB],
+    ] as const) {
+      const watched = await vidbatch(['watch', batchId], { cwd: dir, env: shared });
+      expect(watched.stdout, watched.stderr).toContain(`${batchId}: 24 succeeded, 0 failed of 24`);
+    }
+    console.log(`two machines on one store: ${sim.stats().jobsCreated} jobs for 25 distinct requests`);
+    expect(sim.stats().jobsCreated).toBe(25);
+  }, 240_000);
+
   it('prompt rewrites kept in the store are paid once, whichever machine asks: plan --enhance here, run --enhance on the workers', async () => {
     const { s3, sim, starterDir, workerDirs, shared } = await threeMachines('vidbatch-enhance', {
       jobSeconds: 1,
