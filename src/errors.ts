@@ -115,9 +115,8 @@ export class UnservedBatchError extends VidbatchError {
   override readonly exitCode = EXIT.invalidInput;
   constructor(batchId: string, taskQueue: string) {
     super(
-      `${batchId} is running for another gateway, key or output root (task queue "${taskQueue}"), and no worker ` +
-        'polls it: the process that started it has ended. Run the file again with the settings it was started ' +
-        '(the same GATEWAY_BASE_URL, key and VIDBATCH_OUT_ROOT, or --simulate), or cancel it ' +
+      `${batchId} is running on another task queue ("${taskQueue}"), and no worker polls it: the process that ` +
+        'started it has ended. Run the file again with the VIDBATCH_TASK_QUEUE it was started with, or cancel it ' +
         `(\`vidbatch cancel ${batchId}\`) and run it again with these: finished rows are kept and known jobs are ` +
         'checked, so nothing is paid twice.',
     );

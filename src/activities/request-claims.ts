@@ -79,11 +79,17 @@ export async function claimRequest(
   for (let n = 1; ; n++) {
     const id = claimId(o.batchId, o.request, n);
     for (;;) {
-      let claim = await describe(client, id);
+      // Nothing paid so far: try to take this claim at once (one call on the common path, a request no one
+      // claimed); else look at it first, since past a paid claim none may be started.
+      if (!paid) {
+        const runId = await start(client, id, o.holder, o.holdMs);
+        if (runId) return handleOf(client, id, runId);
+      }
+      const claim = await describe(client, id);
+      // The end of the chain: the latest job paid for the request is followed, never paid again.
       if (!claim) {
-        // The end of the chain: the latest job paid for the request is followed, never paid again.
         if (paid) throw paid;
-        claim = await start(client, id, o.holder, o.holdMs);
+        continue; // gone between the start and the look (past its retention): take it now
       }
       const holder = claim.memo?.holder as ClaimHolder | undefined;
       const status = claim.status.name;
@@ -116,14 +122,15 @@ async function describe(client: Client, id: string): Promise<WorkflowExecutionDe
   }
 }
 
+/** Starts claim `id` for `holder`: its run id, or undefined when it exists already (held or ended). */
 async function start(
   client: Client,
   id: string,
   holder: ClaimHolder,
   holdMs: number,
-): Promise<WorkflowExecutionDescription> {
+): Promise<string | undefined> {
   try {
-    await client.workflow.start(CLAIM_WORKFLOW_TYPE, {
+    const handle = await client.workflow.start(CLAIM_WORKFLOW_TYPE, {
       workflowId: id,
       taskQueue: CLAIM_TASK_QUEUE,
       args: [],
@@ -134,10 +141,11 @@ async function start(
       memo: { holder },
       staticSummary: `claim of request ${id.split('/').slice(2, -1).join('/')} by ${holder.batchId} row ${holder.rowId}`,
     });
+    return handle.firstExecutionRunId;
   } catch (err) {
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return undefined;
+    throw err;
   }
-  return (await describe(client, id))!;
 }
 
 /** The job a terminated claim ended with (its termination reason), if any. */
