@@ -8,7 +8,16 @@ import { builtinModules } from 'node:module';
 const nodeBuiltins = builtinModules.flatMap((m) => [m, `node:${m}`]);
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.vidbatch/**', 'out/**', 'coverage/**', 'dist/**'] },
+  {
+    ignores: [
+      'node_modules/**',
+      '.vidbatch/**',
+      'out/**',
+      'coverage/**',
+      'dist/**',
+      '.dependency-cruiser.cjs',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -22,16 +22,11 @@ export {
   followBatch,
   getProgress,
   resolveBatchId,
-  retryFailed,
   startBatch,
 } from './client/batches';
-export type {
-  EarlierRetry,
-  RetryFailedOptions,
-  RetryStarted,
-  StartBatchOptions,
-  StartedBatch,
-} from './client/batches';
+export type { StartBatchOptions, StartedBatch } from './client/batches';
+export { retryFailed } from './client/retry-failed';
+export type { EarlierRetry, RetryFailedOptions, RetryStarted } from './client/retry-failed';
 export { startAndFollow } from './starter';
 export type { FollowOptions } from './starter';
 

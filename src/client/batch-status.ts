@@ -16,7 +16,7 @@ import type { BatchProgress } from '../contract/progress';
 import { computeLedger, type Ledger } from '../results/ledger';
 import { manifestPath as manifestIn, summarizeManifest, type ManifestSummary } from '../results/manifest';
 import type { Prices } from '../results/prices';
-import { batchHandle, checkSameVersion, getProgress } from './batches';
+import { batchHandle, checkSameVersion, getProgress } from './batch-handle';
 import { previousInput } from './rerun';
 import { isStoreUrl, joinStorePath } from '../store/store-url';
 import { loadStoreSetting } from '../config';
@@ -118,7 +118,10 @@ export async function batchStatus(
     if (held) Object.assign(status.progress, { holdUntil: held, holdReason: null });
   }
   if (description.status.name === 'COMPLETED') status.result = await handle.result();
-  const manifest = await findManifest(client, batchId, outRoot).catch(() => undefined);
+  // The progress asked for above says where the manifest is: not asked again (no worker may answer).
+  const manifest = await findManifest(client, batchId, outRoot, { progress: status.progress }).catch(
+    () => undefined,
+  );
   if (manifest) {
     const final = await summarizeManifest(manifest).catch(() => undefined);
     if (final?.rows) status.final = final;
@@ -192,15 +195,23 @@ export async function listBatches(client: Client, limit = 20): Promise<BatchSumm
   return rows.sort((a, b) => b.startTime.getTime() - a.startTime.getTime());
 }
 
-/** The manifest of a batch: where the batch says it is, else `<outRoot>/<batchId>/manifest.jsonl`. */
-export async function findManifest(client: Client, batchId: string, outRoot = 'out'): Promise<string> {
+/**
+ * The manifest of a batch: where the batch says it is, else `<outRoot>/<batchId>/manifest.jsonl`. `asked`: the
+ * progress the caller already asked a running batch for (undefined: it did not answer), so it is not asked again.
+ */
+export async function findManifest(
+  client: Client,
+  batchId: string,
+  outRoot = 'out',
+  asked?: { progress: BatchProgress | undefined },
+): Promise<string> {
   const handle = batchHandle(client, batchId);
   const state = (await handle.describe().catch(() => undefined))?.status.name;
   const known =
     state === 'COMPLETED'
       ? (await handle.result()).manifestPath
       : state === 'RUNNING'
-        ? (await getProgress(handle))?.manifestPath
+        ? (asked ? asked.progress : await getProgress(handle))?.manifestPath
         : undefined;
   if (known) return known;
   // A batch that kept its results in the store says where in its input; once Temporal no longer has the batch,

@@ -1,36 +1,38 @@
-// Batches from the client side: the id of a CSV's batch, start or attach, follow until done. The batch id
-// comes from the CSV's content, so running the same file again attaches to the same batch.
-import { createReadStream, existsSync } from 'node:fs';
+// Batches from the client side: the id of a CSV's batch (its content, target and root), start or attach. The
+// batch's handle, progress, following and cancelling are batch-handle.ts's; retry-failed.ts starts retries.
+import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
-import { basename, dirname, join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  WorkflowExecutionAlreadyStartedError,
-  type Client,
-  type WorkflowExecutionDescription,
-  type WorkflowHandle,
-} from '@temporalio/client';
-import { progressQuery, resumeUpdate } from '../contract/messages';
+import { dirname, join, resolve } from 'node:path';
+import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { resumeUpdate } from '../contract/messages';
 import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
-import type { BatchInput, BatchResult } from '../contract/batch';
+import type { BatchInput } from '../contract/batch';
 import { DEFAULT_BATCH_OPTIONS, concurrencyProblem, type BatchOptions } from '../contract/batch-options';
-import type { BatchProgress } from '../contract/progress';
+import { BATCH_ID } from '../contract/target';
 import { loadWorkerSettings } from '../config';
-import { ConfigError, OtherVersionBatchError, UnservedBatchError } from '../errors';
-import { loadCsv, loadCsvFrom, loadValidCsv, type ParsedCsv } from '../input/csv';
+import { ConfigError, UnservedBatchError } from '../errors';
+import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
 import { rowsFileKey, writeRowsFile } from '../input/rows-file';
 import { putInput, sourceName, type CsvSource } from '../store/inputs';
 import { LocalStore } from '../store/local-store';
-import { objectAt, openStore } from '../store/open-store';
-import { isStoreUrl, joinStorePath } from '../store/store-url';
-import { failedRowsCsv, retryCsvPath, type LeftOut } from '../results/export';
-import { findManifest, localFolderOf } from './batch-status';
-import { previousInput, waitForTerminatedSubmits } from './rerun';
+import { openStore } from '../store/open-store';
+import { isStoreUrl } from '../store/store-url';
 import { batchWorkflow } from '../workflows';
+import { checkSameVersion, getProgress } from './batch-handle';
+import { previousInput, waitForTerminatedSubmits } from './rerun';
 import type { Session } from './session';
 import { batchTarget, pollersOf, type BatchTarget } from './target';
-import { queueBase, scopeDigest, type BatchScope } from './task-queue';
-import { BATCH_ID } from '../contract/target';
+import { scopeDigest, type BatchScope } from './task-queue';
+
+export {
+  batchHandle,
+  cancelBatch,
+  checkSameVersion,
+  followBatch,
+  getProgress,
+  PROGRESS_QUERY_MS,
+  UNSERVED_CANCEL_WAIT_MS,
+} from './batch-handle';
 
 /**
  * `batch-<16 hex of the CSV's sha256>-<8 hex of its scope>`: a batch is its file, its target and its output root,
@@ -52,7 +54,8 @@ export async function resolveBatchId(
   hint: { scope?: BatchScope; outRoot?: string; log?: (message: string) => void } = {},
 ): Promise<string> {
   if (BATCH_ID.test(ref)) return ref;
-  if (!existsSync(ref)) throw new Error(`"${ref}" is neither a batch id (batch-<16 hex>-<8 hex>) nor a CSV file`);
+  if (!existsSync(ref))
+    throw new Error(`"${ref}" is neither a batch id (batch-<16 hex>-<8 hex>) nor a CSV file`);
   const csv = await loadCsv(ref);
   const prefix = `batch-${csv.sha256.slice(0, 16)}-`;
   const found = new Map<string, { started: number; target?: string }>();
@@ -67,7 +70,8 @@ export async function resolveBatchId(
     for (const name of await readdir(root).catch(() => [] as string[]))
       if (name.startsWith(prefix) && BATCH_ID.test(name)) found.set(name, { started: 0 });
   }
-  if (!found.size) throw new Error(`no batch of ${ref} is known here (run it first, or name the batch by its id)`);
+  if (!found.size)
+    throw new Error(`no batch of ${ref} is known here (run it first, or name the batch by its id)`);
   const own = hint.scope && batchIdFor(csv, hint.scope);
   const ids = [...found.keys()].sort((a, b) => found.get(b)!.started - found.get(a)!.started);
   const chosen = own && found.has(own) ? own : ids[0]!;
@@ -77,58 +81,6 @@ export async function resolveBatchId(
         `using ${chosen}; name another by its id`,
     );
   return chosen;
-}
-
-/**
- * Throws OtherVersionBatchError when the batch is open on another task queue than `taskQueue` (this version's):
- * a 0.x batch, which this version's workers never pick up and must not attach to or start again.
- */
-export function checkSameVersion(description: WorkflowExecutionDescription, taskQueue: string): void {
-  if (description.status.name === 'RUNNING' && queueBase(description.taskQueue) !== queueBase(taskQueue))
-    throw new OtherVersionBatchError(description.workflowId, description.taskQueue, taskQueue);
-}
-
-/** How long `cancel` waits for a batch no worker serves to run its cancellation before terminating it. */
-export const UNSERVED_CANCEL_WAIT_MS = 10_000;
-
-/**
- * Cancels a batch, and always ends it. A batch no worker of this version serves (a 0.x batch, or one whose
- * process ended) cannot run its cancellation: it gets a bounded wait in case a worker comes, then is terminated.
- * Its jobs are in the jobs journal, so running its file again checks them instead of paying again.
- */
-export async function cancelBatch(
-  session: Session,
-  batchId: string,
-  waitMs = UNSERVED_CANCEL_WAIT_MS,
-): Promise<'cancelled' | 'terminated-old' | 'terminated-unserved'> {
-  const handle = batchHandle(session.client, batchId);
-  const description = await handle.describe();
-  const running = description.status.name === 'RUNNING';
-  if (running && queueBase(description.taskQueue) !== queueBase(session.taskQueue)) {
-    await handle.terminate(
-      `cancelled from vidbatch 1.x: no worker of this version runs task queue "${description.taskQueue}"`,
-    );
-    return 'terminated-old';
-  }
-  await handle.cancel();
-  if (!running || (await pollersOf(session, description.taskQueue)).length > 0) return 'cancelled';
-  const closed = await Promise.race([
-    handle.result().then(
-      () => true,
-      () => true,
-    ),
-    sleep(waitMs).then(() => false),
-  ]);
-  if (closed) return 'cancelled';
-  if ((await pollersOf(session, description.taskQueue)).length > 0) return 'cancelled';
-  await handle
-    .terminate(`cancelled: no worker polls task queue "${description.taskQueue}" to run the cancellation`)
-    .catch(() => undefined); // closed meanwhile
-  return 'terminated-unserved';
-}
-
-export function batchHandle(client: Client, batchId: string): WorkflowHandle<typeof batchWorkflow> {
-  return client.workflow.getHandle<typeof batchWorkflow>(batchId);
 }
 
 /**
@@ -180,7 +132,7 @@ export function batchDir(root: string, batchId: string): string {
 }
 
 /** Drops undefined values, so an unset flag never overrides a default. */
-function definedOnly<T extends object>(o: T): Partial<T> {
+export function definedOnly<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
@@ -367,162 +319,4 @@ async function resumeRefusedKey(
     `${handle.workflowId} was paused: ${progress.pausedReason}. Resumed with this process's key: its rows go on ` +
       '(a key still refused pauses it again after one request)',
   );
-}
-
-export async function getProgress(handle: WorkflowHandle): Promise<BatchProgress | undefined> {
-  try {
-    return await handle.query(progressQuery);
-  } catch {
-    return undefined; // between runs (continue-as-new) or no worker yet
-  }
-}
-
-/** Waits for the batch to finish, reporting progress; stops following (the batch keeps running) on abort. */
-export async function followBatch(
-  handle: WorkflowHandle<typeof batchWorkflow>,
-  onProgress: (p: BatchProgress) => void,
-  signal?: AbortSignal,
-  intervalMs = 1000,
-): Promise<BatchResult | undefined> {
-  let done = false;
-  // The result long-poll must be cancelled when we stop following, or it outlives the closed connection.
-  const stopFollowing = new AbortController();
-  signal?.addEventListener('abort', () => stopFollowing.abort(), { once: true });
-  const result = handle.client
-    .withAbortSignal(stopFollowing.signal, () => handle.result())
-    .finally(() => (done = true));
-  // Handled here too: when a progress read throws first (the server went away), this rejection must not be
-  // left unhandled, which would end the process with a stack trace instead of the caller's message.
-  result.catch(() => undefined);
-  while (!done && !signal?.aborted) {
-    const p = await getProgress(handle);
-    if (p) onProgress(p);
-    await Promise.race([
-      sleep(intervalMs, undefined, { signal }).catch(() => undefined),
-      result.catch(() => undefined),
-    ]);
-  }
-  // Stopped by the caller: the batch goes on; report a result only if it happened to finish first.
-  if (signal?.aborted) return result.catch(() => undefined);
-  return result;
-}
-
-export interface RetryFailedOptions extends StartBatchOptions {
-  /** Only rows whose final state failed with this code (e.g. `submit_unknown`, `deadline_exceeded`). */
-  code?: string;
-  /** Root of the output folders, where the original batch's folder is (default `out`). */
-  outRoot?: string;
-  /** Told of the earlier retries whose rows are left out (before anything starts, also when nothing does). */
-  onEarlier?: (earlier: EarlierRetry[]) => void;
-  /** Told of the failed rows a retry without `code` leaves out, by code (export.ts, leftOutReason). */
-  onLeftOut?: (leftOut: LeftOut[]) => void;
-}
-
-export interface RetryStarted extends StartedBatch {
-  /** The input CSV of the rows taken (in the original batch's folder on this machine) and how many. */
-  csvPath: string;
-  rows: number;
-  retryOf: string;
-}
-
-/** An earlier retry of the same batch, whose rows a new retry leaves out: where they go on. */
-export interface EarlierRetry {
-  batchId: string;
-  rows: number;
-}
-
-/**
- * The retry batches an earlier `retry-failed` of `batchId` started (their CSVs are in its folder, and their
- * batches exist on the server), with the rows each took. Not the one this call would write (same code): that
- * CSV makes the same batch id again, which attaches or re-runs it as any re-run does.
- */
-async function earlierRetries(
-  client: Client,
-  dir: string,
-  batchId: string,
-  code: string | undefined,
-  /** The scope retries of it are started in (this process's target, the original's root). */
-  scope: BatchScope,
-): Promise<{ retry: EarlierRetry; ids: string[] }[]> {
-  const own = basename(retryCsvPath(dir, batchId, code));
-  const mine = (f: string) => f.startsWith(`retry-of-${batchId}`) && f.endsWith('.csv') && f !== own;
-  // A batch in the store keeps its retries' CSVs there, so a retry from any machine sees the earlier ones.
-  const stored = isStoreUrl(dir) ? await objectAt(dir) : undefined;
-  const names = stored
-    ? await (async () => {
-        const found: string[] = [];
-        for await (const { key } of stored.store.list(`${stored.key}/retry-of-${batchId}`))
-          found.push(key.slice(stored.key.length + 1));
-        return found;
-      })()
-    : await readdir(dir).catch(() => [] as string[]);
-  const found: { retry: EarlierRetry; ids: string[] }[] = [];
-  for (const name of names.filter(mine)) {
-    const csv = await (async () => {
-      if (!stored) return loadCsv(join(dir, name));
-      const chunks = await stored.store.stream(`${stored.key}/${name}`);
-      return chunks && loadCsvFrom(chunks, joinStorePath(dir, name));
-    })().catch(() => undefined);
-    if (!csv || csv.problems.length) continue;
-    const retryId = batchIdFor(csv, scope);
-    const started = await batchHandle(client, retryId)
-      .describe()
-      .then(() => true)
-      .catch(() => false);
-    if (started)
-      found.push({ retry: { batchId: retryId, rows: csv.rows.length }, ids: csv.rows.map((r) => r.id) });
-  }
-  return found;
-}
-
-/**
- * `retry-failed`: a new batch of the rows whose final state in `batchId`'s manifest is failed (optionally only
- * one error code), linked to it; its rows check the jobs the original batch made for them (priorOutDir) before
- * paying again. Undefined when no row qualifies. The caller follows the batch (and runs a worker when no one
- * else does, as `run` does).
- */
-export async function retryFailed(
-  session: Session,
-  batchId: string,
-  options: RetryFailedOptions = {},
-): Promise<RetryStarted | undefined> {
-  const { code, outRoot = 'out', onEarlier, onLeftOut, ...start } = options;
-  const manifest = await findManifest(session.client, batchId, outRoot);
-  // A row an earlier retry took goes on in that retry (whose folder knows its new job), never paid again here.
-  const scope = {
-    target: (await batchTarget(session)).target,
-    root: isStoreUrl(manifest) ? dirname(dirname(manifest)) : outRoot,
-  };
-  const earlier = await earlierRetries(session.client, dirname(manifest), batchId, code, scope);
-  const taken = new Set(earlier.flatMap((e) => e.ids));
-  if (earlier.length) onEarlier?.(earlier.map((e) => e.retry));
-  // The CSV goes beside the batch's results on this machine; for a batch in the store, into the store too.
-  const csv = await failedRowsCsv(manifest, localFolderOf(manifest, outRoot, batchId), batchId, code, taken);
-  if (csv.leftOut.length) onLeftOut?.(csv.leftOut);
-  if (csv.rows === 0) return undefined;
-  if (isStoreUrl(manifest)) {
-    const { store, key } = await objectAt(joinStorePath(dirname(manifest), basename(csv.path)));
-    await store.upload(key, createReadStream(csv.path), { contentType: 'text/csv' });
-  }
-  // The retry downloads (under the same root, or not at all) and verifies as the original batch did, unless told.
-  const original = (await previousInput(session.client, batchId))?.options;
-  const started = await startBatch(session, csv.path, {
-    // A batch in the store has its retry there too (startBatch places a new batch in VIDBATCH_STORE).
-    ...(isStoreUrl(manifest) ? {} : { outDir: outRoot }),
-    ...(original?.downloadDir ? { downloadDir: dirname(original.downloadDir) } : {}),
-    ...(original?.download === false ? { download: false } : {}),
-    ...(original?.verify ? { verify: original.verify } : {}),
-    // A row whose rewrite failed is rewritten again (nothing was kept for it, so a new chat call); rows that
-    // were rewritten carry their original prompt in the retry CSV and are sent as they were.
-    ...(original?.enhance ? { enhance: original.enhance } : {}),
-    ...definedOnly(start),
-    retryOf: batchId,
-    priorOutDir: dirname(manifest),
-  });
-  return {
-    ...started,
-    csvPath: csv.path,
-    rows: csv.rows,
-    retryOf: batchId,
-  };
 }

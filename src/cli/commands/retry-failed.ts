@@ -60,7 +60,7 @@ export function registerRetryFailedCommand(program: Command): void {
       { followInTerminal, openBatchSession },
       { leftOutLines },
     ] = await Promise.all([
-      import('../../client/batches'),
+      import('../../client/retry-failed'),
       import('../../results/manifest'),
       import('../follow'),
       import('../../results/export'),

@@ -56,8 +56,17 @@ async function printStatus(s: BatchStatus): Promise<void> {
   if (s.target) console.log(`target: ${s.target}`);
   if (s.progress) console.log(progressLine(s.progress));
   else if (s.result) console.log(summaryLine(s.result, true));
-  else if (s.final)
-    console.log(`manifest (final state per row): ${summaryLine({ ...s.final, total: s.final.rows }, false)}`);
+  else {
+    // Running, yet no worker answered the progress query (client/batches.ts getProgress bounds the wait).
+    if (s.workflowStatus === 'RUNNING')
+      console.log(
+        'progress: no worker answered (has the process that ran it ended? Run its file again to go on, or `vidbatch cancel` it)',
+      );
+    if (s.final)
+      console.log(
+        `manifest (final state per row): ${summaryLine({ ...s.final, total: s.final.rows }, false)}`,
+      );
+  }
   for (const line of spendSafetyLines(s.progress ?? s.result ?? s.final ?? {})) console.log(line);
   for (const line of verificationLines(s.final?.verification)) console.log(line);
   if (s.ledger) console.log(formatLedger(s.ledger));
