@@ -17,13 +17,7 @@ export { openSession, SIMULATED_JOB_SECONDS } from './client/session';
 export type { ServerKind, Session, SessionOptions } from './client/session';
 
 // Starting a batch from a CSV, following it, retrying its failed rows.
-export {
-  batchHandle,
-  followBatch,
-  getProgress,
-  resolveBatchId,
-  startBatch,
-} from './client/batches';
+export { batchHandle, followBatch, getProgress, resolveBatchId, startBatch } from './client/batches';
 export type { StartBatchOptions, StartedBatch } from './client/batches';
 export { retryFailed } from './client/retry-failed';
 export type { EarlierRetry, RetryFailedOptions, RetryStarted } from './client/retry-failed';

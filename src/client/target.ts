@@ -27,7 +27,11 @@ export interface BatchTarget {
  * The target `plan` (or `run --dry-run`) plans for: `--simulate`'s, else this environment's gateway (as `run`
  * would pay on), else in a deployment (TEMPORAL_ADDRESS) the one its workers declare.
  */
-export async function plannedTarget(simulate: boolean, stateFile: string, env = process.env): Promise<string> {
+export async function plannedTarget(
+  simulate: boolean,
+  stateFile: string,
+  env = process.env,
+): Promise<string> {
   if (simulate) return simulatorTarget(stateFile);
   const baseUrl = env.GATEWAY_BASE_URL?.trim().replace(/\/+$/, '');
   if (baseUrl) return gatewayTarget(baseUrl, env.GATEWAY_ACCOUNT);

@@ -93,7 +93,7 @@ describe('vidbatch run --simulate (embedded dev server, in-process worker)', () 
     const interrupted = await vidbatch(['run', 'prompts.csv', ...flags], dir, {
       interruptWhen: /[1-9]\d*\/50 done/,
     });
-    expect(interrupted.stderr).toMatch(/Started batch batch-[0-9a-f]{16}/);
+    expect(interrupted.stderr).toMatch(/Started batch batch-[0-9a-f]{16}-[0-9a-f]{8}/);
     expect(interrupted.stderr).toContain('The batch is durable');
     expect(interrupted.code).toBe(130);
     // Workers read the rows a page at a time from the rows file `run` wrote (docs/input-and-output.md).
@@ -110,7 +110,9 @@ describe('vidbatch run --simulate (embedded dev server, in-process worker)', () 
     const resumed = await vidbatch(['run', 'prompts.csv', ...flags], dir);
     expect(resumed.stderr).toMatch(/Attached to batch/);
     expect(resumed.code).toBe(0);
-    const batchId = /(batch-[0-9a-f]{16}): 50 succeeded, 0 failed of 50/.exec(resumed.stdout)?.[1];
+    const batchId = /(batch-[0-9a-f]{16}-[0-9a-f]{8}): 50 succeeded, 0 failed of 50/.exec(
+      resumed.stdout,
+    )?.[1];
     expect(batchId).toBeDefined();
     const manifest = await readManifest(join(dir, 'out', batchId!, 'manifest.jsonl'));
     expect(manifest).toHaveLength(50);

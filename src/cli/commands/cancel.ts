@@ -12,10 +12,7 @@ export function registerCancelCommand(program: Command): void {
     .argument(...batchArg)
     .action(async (ref: string) => {
       const { cancelBatch } = await import('../../client/batches');
-      const [batchId, how] = await withBatch(
-        ref,
-        async (s, id) => [id, await cancelBatch(s, id)] as const,
-      );
+      const [batchId, how] = await withBatch(ref, async (s, id) => [id, await cancelBatch(s, id)] as const);
       console.log(
         how === 'cancelled'
           ? `${batchId}: cancellation requested`

@@ -26,20 +26,24 @@ export function registerPlanCommand(program: Command): void {
   addEnhanceFlags(command, 'write <csv name>.enhanced.csv to review and edit before `run`').action(
     async (
       csvPath: string,
-      o: { price?: string[]; prices?: string; outRoot: string; fresh?: boolean; simulate?: boolean } & Record<string, unknown>,
+      o: { price?: string[]; prices?: string; outRoot: string; fresh?: boolean; simulate?: boolean } & Record<
+        string,
+        unknown
+      >,
     ) => {
-      const [{ loadValidCsv }, { plannedTarget }, { SIMULATOR_STATE_FILE }, { printPlan }] = await Promise.all([
-        import('../../input/csv'),
-        import('../../client/target'),
-        import('../../client/session'),
-        import('../plan-report'),
-      ]);
+      const [{ loadValidCsv }, { plannedTarget }, { SIMULATOR_STATE_FILE }, { printPlan }] =
+        await Promise.all([
+          import('../../input/csv'),
+          import('../../client/target'),
+          import('../../client/session'),
+          import('../plan-report'),
+        ]);
       const prices = await pricesFrom(o);
       const enhance = await enhanceFrom(o);
       const csv = await loadValidCsv(csvPath).catch(fail);
       const target = await Promise.resolve()
-      .then(() => plannedTarget(!!o.simulate, SIMULATOR_STATE_FILE))
-      .catch(fail);
+        .then(() => plannedTarget(!!o.simulate, SIMULATOR_STATE_FILE))
+        .catch(fail);
       if (!enhance) {
         await printPlan(csv, target, { outRoot: o.outRoot, fresh: !!o.fresh, prices });
         return;

@@ -47,16 +47,16 @@ export function registerResultsCommand(program: Command): void {
     const { batchId, manifest, rows } = await withBatch(
       ref,
       async (s, batchId) => {
-      const handle = batchHandle(s.client, batchId);
-      const state = (await handle.describe().catch(() => undefined))?.status.name;
-      // The batch's row count for the ledger: its progress, its result, else its input.
-      const total =
-        state === 'RUNNING'
-          ? (await getProgress(handle))?.total
-          : state === 'COMPLETED'
-            ? (await handle.result()).total
-            : (await previousInput(s.client, batchId))?.totalRows;
-      return { batchId, manifest: await findManifest(s.client, batchId, o.outRoot), rows: total };
+        const handle = batchHandle(s.client, batchId);
+        const state = (await handle.describe().catch(() => undefined))?.status.name;
+        // The batch's row count for the ledger: its progress, its result, else its input.
+        const total =
+          state === 'RUNNING'
+            ? (await getProgress(handle))?.total
+            : state === 'COMPLETED'
+              ? (await handle.result()).total
+              : (await previousInput(s.client, batchId))?.totalRows;
+        return { batchId, manifest: await findManifest(s.client, batchId, o.outRoot), rows: total };
       },
       o.outRoot,
     );

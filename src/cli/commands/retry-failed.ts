@@ -54,17 +54,13 @@ export function registerRetryFailedCommand(program: Command): void {
   addScheduleFlags(command);
   command.action(async (ref: string, all: Record<string, unknown>, cmd: Command) => {
     for (const line of removedVariableWarnings()) console.error(line);
-    const [
-      { retryFailed },
-      { manifestPath },
-      { followInTerminal, openBatchSession },
-      { leftOutLines },
-    ] = await Promise.all([
-      import('../../client/retry-failed'),
-      import('../../results/manifest'),
-      import('../follow'),
-      import('../../results/export'),
-    ]);
+    const [{ retryFailed }, { manifestPath }, { followInTerminal, openBatchSession }, { leftOutLines }] =
+      await Promise.all([
+        import('../../client/retry-failed'),
+        import('../../results/manifest'),
+        import('../follow'),
+        import('../../results/export'),
+      ]);
     const o: Record<string, unknown> = { ...givenOptions(cmd, all), outRoot: all.outRoot };
     const code = o.code as string | undefined;
     const outRoot = o.outRoot as string;

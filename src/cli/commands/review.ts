@@ -37,40 +37,36 @@ export function registerReviewCommand(program: Command): void {
       ref: string,
       o: { serve?: boolean; port: number; outRoot: string; price?: string[]; prices?: string },
     ) => {
-      const [
-        { findManifest, localFolderOf },
-        { batchHandle },
-        { previousInput },
-        { reviewData },
-      ] = await Promise.all([
-        import('../../client/batch-status'),
-        import('../../client/batches'),
-        import('../../client/rerun'),
-        import('../../review/load'),
-      ]);
+      const [{ findManifest, localFolderOf }, { batchHandle }, { previousInput }, { reviewData }] =
+        await Promise.all([
+          import('../../client/batch-status'),
+          import('../../client/batches'),
+          import('../../client/rerun'),
+          import('../../review/load'),
+        ]);
       const prices = await pricesFrom(o);
       const target = await withBatch(
         ref,
         async (s, batchId): Promise<ReviewTarget> => {
-        const manifestPath = await findManifest(s.client, batchId, o.outRoot);
-        const description = await batchHandle(s.client, batchId)
-          .describe()
-          .catch(() => undefined);
-        // The CSV: the one given, else the one the batch was started with (as its workers saw it).
-        const csvPath = existsSync(ref) ? ref : (await previousInput(s.client, batchId))?.csvPath;
-        return {
-          batchId,
-          outDir: dirname(manifestPath),
-          pageDir: localFolderOf(manifestPath, o.outRoot, batchId),
-          manifestPath,
-          csvPath: csvPath && !isStoreUrl(csvPath) ? resolve(csvPath) : undefined,
-          ...(prices ? { prices } : {}),
-          batch: description && {
-            workflowStatus: description.status.name,
-            startTime: description.startTime,
-            closeTime: description.closeTime,
-          },
-        };
+          const manifestPath = await findManifest(s.client, batchId, o.outRoot);
+          const description = await batchHandle(s.client, batchId)
+            .describe()
+            .catch(() => undefined);
+          // The CSV: the one given, else the one the batch was started with (as its workers saw it).
+          const csvPath = existsSync(ref) ? ref : (await previousInput(s.client, batchId))?.csvPath;
+          return {
+            batchId,
+            outDir: dirname(manifestPath),
+            pageDir: localFolderOf(manifestPath, o.outRoot, batchId),
+            manifestPath,
+            csvPath: csvPath && !isStoreUrl(csvPath) ? resolve(csvPath) : undefined,
+            ...(prices ? { prices } : {}),
+            batch: description && {
+              workflowStatus: description.status.name,
+              startTime: description.startTime,
+              closeTime: description.closeTime,
+            },
+          };
         },
         o.outRoot,
       );

@@ -168,13 +168,17 @@ export function registerRunCommand(program: Command): void {
 
 async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
   for (const line of removedVariableWarnings()) console.error(line);
-  const [{ startBatch }, { SIMULATED_JOB_SECONDS, SIMULATOR_STATE_FILE }, { CsvValidationError }, { loadCsv }] =
-    await Promise.all([
-      import('../../client/batches'),
-      import('../../client/session'),
-      import('../../errors'),
-      import('../../input/csv'),
-    ]);
+  const [
+    { startBatch },
+    { SIMULATED_JOB_SECONDS, SIMULATOR_STATE_FILE },
+    { CsvValidationError },
+    { loadCsv },
+  ] = await Promise.all([
+    import('../../client/batches'),
+    import('../../client/session'),
+    import('../../errors'),
+    import('../../input/csv'),
+  ]);
   const simJobSeconds = (o.simJobSeconds as number | undefined) ?? SIMULATED_JOB_SECONDS;
   const simulate = o.simulate
     ? {
