@@ -4,18 +4,11 @@
 // re-run or another file never pays for the same rewrite again.
 import { dirname, resolve } from 'node:path';
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { ApplicationFailureCategory } from '@temporalio/common';
+import { ApplicationFailureCategory, defaultPayloadConverter } from '@temporalio/common';
 import { FailureType } from '../contract/failures';
 import type { ChatUsage, EnhanceOptions } from '../contract/enhance';
 import type { GatewayClient } from '../gateway/client';
-import {
-  AuthenticationError,
-  GatewayError,
-  KeyRefusedError,
-  NotSentError,
-  PermissionDeniedError,
-  RateLimitError,
-} from '../gateway/errors';
+import { ConnectionError, GatewayError, NotSentError, RateLimitError } from '../gateway/errors';
 import { readRewrite, writeRewrite } from '../results/enhance-cache';
 import { attemptWindow, countGatewayError } from './jobs';
 import { allowedPath, type PathRoots } from './paths';
@@ -41,16 +34,66 @@ export interface EnhanceResult {
 }
 
 /**
- * Attempts that a transient error (5xx, a reset, a timeout) may take before the row ends `enhance_failed`: a
- * rewrite is never worth a batch stuck on a chat model that is down. 429s and holds do not count.
+ * Chat requests sent that got neither a rewrite nor a 429 (a 5xx, a timeout, a reset) before the row ends
+ * `enhance_failed`: a rewrite is never worth a batch stuck on a chat model that is down. A 429, and an attempt
+ * that sent nothing (this worker's Retry-After hold, a refused key, a refused connection), use none of them.
  */
 export const ENHANCE_MAX_ATTEMPTS = 5;
 
 /**
- * Attempts a rewrite may spend on 429s (each waited out as its Retry-After says) before the row ends
- * `enhance_failed`: a gateway that never has room for a chat call must not hold a row for ever.
+ * 429s a rewrite may get (each waited out as its Retry-After says) before the row ends `enhance_failed`: a
+ * gateway that never has room for a chat call must not hold a row for ever.
  */
 export const ENHANCE_MAX_RATE_LIMITED_ATTEMPTS = 30;
+
+/**
+ * Attempts of one rewrite in all, whatever they were (holds and refused connections included, which count
+ * against neither bound above), before the row ends `enhance_failed`: what bounds a rewrite that never sends.
+ */
+export const ENHANCE_MAX_ATTEMPTS_IN_ALL = 60;
+
+/**
+ * What a rewrite's attempts used of its bounds so far: chat requests sent that failed (other than 429), and
+ * 429s. Carried from attempt to attempt in the activity's heartbeat details, since Temporal's attempt number
+ * counts every attempt, those that sent nothing included.
+ */
+export interface EnhanceCounts {
+  failed: number;
+  limited: number;
+}
+
+/** The counts the last attempt left (none on the first, or from a worker of an earlier version). */
+function countsSoFar(details: unknown): EnhanceCounts {
+  const d = details as Partial<EnhanceCounts> | undefined;
+  return {
+    failed: typeof d?.failed === 'number' ? d.failed : 0,
+    limited: typeof d?.limited === 'number' ? d.limited : 0,
+  };
+}
+
+/**
+ * Records the counts in the attempt's heartbeat on the server, waited for, so the next attempt reads them. If
+ * that fails the next attempt counts from older figures: bounded still, by ENHANCE_MAX_ATTEMPTS_IN_ALL.
+ */
+async function keepCounts(ctx: Context, counts: EnhanceCounts): Promise<void> {
+  try {
+    const { client, info } = ctx;
+    await client.workflowService.recordActivityTaskHeartbeat({
+      taskToken: info.taskToken,
+      namespace: info.activityNamespace,
+      identity: client.options.identity,
+      details: { payloads: [defaultPayloadConverter.toPayload(counts)] },
+    });
+  } catch (err) {
+    ctx.log.warn("could not record the rewrite's attempts; the next attempt counts from the last ones kept", {
+      error: String(err),
+    });
+  }
+}
+
+/** Whether a chat call that failed was sent: not refused a connection (a hold sends nothing either). */
+const wentOut = (err: unknown) =>
+  err instanceof GatewayError && !(err instanceof ConnectionError && err.beforeSending);
 
 /** The messages of a rewrite: the instructions, then the prompt as the user wrote it. */
 export function rewriteMessages(enhance: EnhanceOptions, prompt: string) {
@@ -71,11 +114,6 @@ export function enhanceFailed(message: string, details: { requestId?: string; ch
   });
 }
 
-const keyRefused = (err: unknown) =>
-  err instanceof KeyRefusedError ||
-  err instanceof AuthenticationError ||
-  err instanceof PermissionDeniedError;
-
 export function createEnhanceActivities(gateway: GatewayClient, outRoot = 'out', roots?: PathRoots) {
   return {
     async enhancePrompt(input: EnhanceInput): Promise<EnhanceResult> {
@@ -87,6 +125,8 @@ export function createEnhanceActivities(gateway: GatewayClient, outRoot = 'out',
       const kept = await readRewrite(root, enhance, prompt);
       if (kept) return { enhanced: kept.enhanced, cached: true };
       const { holdMs, sendBy } = attemptWindow(Date.now(), gateway.timeoutMs);
+      const { attempt } = ctx.info;
+      const counts = countsSoFar(ctx.info.heartbeatDetails);
       let answer;
       try {
         answer = await gateway.chat(enhance.model, rewriteMessages(enhance, prompt), {
@@ -95,22 +135,31 @@ export function createEnhanceActivities(gateway: GatewayClient, outRoot = 'out',
           ...(input.unblockedAt !== undefined ? { unblockedAt: input.unblockedAt } : {}),
         });
       } catch (err) {
-        if (err instanceof NotSentError) throw notSent(err);
-        countGatewayError(err, 'chat', gateway);
+        const message = err instanceof Error ? err.message : String(err);
         const requestId = err instanceof GatewayError ? err.requestId : undefined;
-        const limited = err instanceof RateLimitError;
-        if (limited && ctx.info.attempt >= ENHANCE_MAX_RATE_LIMITED_ATTEMPTS)
-          throw enhanceFailed(
-            `the gateway answered 429 to the prompt's rewrite ${ctx.info.attempt} times; last: ${err.message}`,
-            requestId ? { requestId } : {},
-          );
-        const transient = !limited && !keyRefused(err);
-        if (transient && ctx.info.attempt >= ENHANCE_MAX_ATTEMPTS)
-          throw enhanceFailed(
-            `the prompt's rewrite failed ${ctx.info.attempt} times; last: ${err instanceof Error ? err.message : String(err)}`,
-            requestId ? { requestId } : {},
-          );
-        throw toFailure(err, 'enhancePrompt');
+        const giveUp = (why: string) =>
+          enhanceFailed(`${why}; last: ${message}`, requestId ? { requestId } : {});
+        if (err instanceof NotSentError) {
+          if (attempt >= ENHANCE_MAX_ATTEMPTS_IN_ALL)
+            throw giveUp(`the prompt's rewrite could not be sent in ${attempt} attempts`);
+          // Nothing was sent: the counts stay as the last attempt left them (in the heartbeat details).
+          await keepCounts(ctx, counts);
+          throw notSent(err);
+        }
+        countGatewayError(err, 'chat', gateway);
+        // A refusal (a refused key pauses the batch, a 4xx ends the row) goes to the workflow as it is.
+        const failure = toFailure(err, 'enhancePrompt');
+        if (failure.nonRetryable) throw failure;
+        if (err instanceof RateLimitError) counts.limited += 1;
+        else if (wentOut(err)) counts.failed += 1;
+        if (counts.limited >= ENHANCE_MAX_RATE_LIMITED_ATTEMPTS)
+          throw giveUp(`the gateway answered 429 to the prompt's rewrite ${counts.limited} times`);
+        if (counts.failed >= ENHANCE_MAX_ATTEMPTS)
+          throw giveUp(`the prompt's rewrite failed ${counts.failed} times`);
+        if (attempt >= ENHANCE_MAX_ATTEMPTS_IN_ALL)
+          throw giveUp(`the prompt's rewrite got no answer in ${attempt} attempts`);
+        await keepCounts(ctx, counts);
+        throw failure;
       }
       const { requestId } = answer;
       if ('problem' in answer)

@@ -1,8 +1,10 @@
 // Errors of the gateway client. Gateway errors form one hierarchy keyed by HTTP status
 // (as in openai-node); their messages never contain the API key, because they end up in workflow history.
 // Each says whether, for a submit, the outcome is unknown (a job may exist) or known (no job was made): an
-// answer that refuses the request proves nothing was created; silence, a reset, a 5xx or an unreadable 2xx
-// does not (the spec promises neither idempotency nor that a proxy's 5xx means the upstream did nothing).
+// answer that refuses the request proves nothing was created; silence, a reset, a 5xx, an unreadable 2xx or
+// a 409 does not (the spec promises neither idempotency nor that a proxy's 5xx means the upstream did
+// nothing, and a gateway that honours Idempotency-Key answers 409 while a request with the same key is still
+// being processed: that request may be making a job).
 import { VidbatchError } from '../errors';
 
 /**
@@ -92,6 +94,17 @@ export class BadRequestError extends RefusedError {
   override name = 'BadRequestError';
 }
 
+/**
+ * Thrown by the gateway client on 409. For a status check a refusal like any other 4xx; for a submit it is
+ * the answer of an idempotent gateway to a key whose first request is still in progress, so a job may exist.
+ */
+export class ConflictError extends BadRequestError {
+  override name = 'ConflictError';
+  override get outcomeUnknown(): boolean {
+    return true;
+  }
+}
+
 /** Thrown by the gateway client on 429; `retryAfterMs` is what the gateway asked us to wait, when it said. */
 export class RateLimitError extends RefusedError {
   override name = 'RateLimitError';
@@ -163,6 +176,7 @@ export function errorForStatus(
   if (statusCode === 401) return new AuthenticationError(message, statusCode, code, requestId);
   if (statusCode === 403) return new PermissionDeniedError(message, statusCode, code, requestId);
   if (statusCode === 404) return new NotFoundError(message, statusCode, code, requestId);
+  if (statusCode === 409) return new ConflictError(message, statusCode, code, requestId);
   if (statusCode === 429)
     return new RateLimitError(
       message,

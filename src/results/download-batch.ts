@@ -21,6 +21,8 @@ export interface DownloadReport {
   bytes?: number;
   /** The file was already there (recorded in the manifest, same sha256): nothing was fetched. */
   reused?: boolean;
+  /** Not fetched: the download was stopped (`signal`) before this video was (a `.part` file may resume it). */
+  interrupted?: boolean;
   /** The recorded URL had expired and the job, asked again, gave this one, which worked. */
   freshUrl?: string;
   error?: string;
@@ -44,6 +46,8 @@ export interface DownloadBatchOptions {
   strict?: boolean;
   /** Waits between attempts of a retryable failure (tests shorten it). */
   retryDelayMs?: number;
+  /** Stops the download (Ctrl-C): no video is started after it, and those on the way stop, their part kept. */
+  signal?: AbortSignal;
 }
 
 /** Whether `vidbatch download` fetches a row's video: its job completed (succeeded, or its URL expired). */
@@ -111,10 +115,11 @@ async function fetchRow(
       const got = await downloadVerified(url, dir, `${r.rowId}.mp4`, {
         ...(r.sha256 ? { expectedSha256: r.sha256 } : {}),
         ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}),
+        ...(options.signal ? { signal: options.signal } : {}),
       });
       return { file: got.file, sha256: got.sha256, bytes: got.bytes, url, fresh };
     } catch (err) {
-      if (!(err instanceof DownloadError)) throw err;
+      if (!(err instanceof DownloadError) || options.signal?.aborted) throw err;
       const gone = err.httpStatus !== undefined && EXPIRED_URL_STATUSES.includes(err.httpStatus);
       if (gone && !asked && r.jobId && options.currentUrl) {
         asked = true;
@@ -139,7 +144,9 @@ async function fetchRow(
  * `url_expired`), `concurrency` at a time, verifying each and checking it against its row. The manifest is the
  * one record of which file each row has: a file it names that is still there with its sha256 is kept as it
  * is (nothing is fetched); every video fetched here is appended to the manifest as the row's new last line
- * (with `downloadedAt`), so `status`, `results`, `review` and re-runs see it. Returns one report per row.
+ * (with `downloadedAt`) as soon as it is verified, so `status`, `results`, `review` and re-runs see it, and a
+ * download stopped part-way (`signal`: Ctrl-C after hours) keeps every video it recorded: the next one
+ * fetches only the rest. Returns one report per row.
  */
 export async function downloadBatch(
   manifest: string,
@@ -148,11 +155,21 @@ export async function downloadBatch(
   const rows = (await readManifest(manifest)).filter(downloadable);
   const dir = options.dir ?? dirname(manifest);
   const reports: DownloadReport[] = [];
-  const fetched: PromptResult[] = [];
+  // One append at a time: appends of concurrent downloads must not interleave (an append cuts a torn last line).
+  let recording: Promise<unknown> = Promise.resolve();
+  const record = (result: PromptResult) => {
+    const append = recording.then(() => appendResults(dirname(manifest), [result]));
+    recording = append.catch(() => undefined);
+    return append;
+  };
   let next = 0;
   const worker = async () => {
     for (let i = next++; i < rows.length; i = next++) {
       const row = rows[i]!;
+      if (options.signal?.aborted) {
+        reports.push({ rowId: row.rowId, interrupted: true });
+        continue;
+      }
       // Kept in the store: copied here; the manifest keeps naming the store's copy.
       if (row.file && isStoreUrl(row.file)) {
         const copied = await copyFromStore(row, dir).catch((err: Error) => err);
@@ -171,18 +188,28 @@ export async function downloadBatch(
         reports.push({ rowId: row.rowId, ...kept, reused: true, verification: row.verification });
         continue;
       }
+      let fetched;
       try {
-        const { url, fresh, ...got } = await fetchRow(row, dir, options);
+        fetched = await fetchRow(row, dir, options);
+      } catch (err) {
+        reports.push(
+          options.signal?.aborted
+            ? { rowId: row.rowId, interrupted: true }
+            : { rowId: row.rowId, error: (err as Error).message },
+        );
+        continue;
+      }
+      try {
+        const { url, fresh, ...got } = fetched;
         const verification = await verifyVideo(got.file, askedOf(row.parameters));
+        await record(fetchedResult(row, { ...got, verification }, url, options.strict === true));
         reports.push({ rowId: row.rowId, ...got, verification, ...(fresh ? { freshUrl: url } : {}) });
-        fetched.push(fetchedResult(row, { ...got, verification }, url, options.strict === true));
       } catch (err) {
         reports.push({ rowId: row.rowId, error: (err as Error).message });
       }
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, options.concurrency ?? 4) }, worker));
-  if (fetched.length) await appendResults(dirname(manifest), fetched);
   const order = new Map(rows.map((r, i) => [r.rowId, i]));
   return reports.sort((a, b) => order.get(a.rowId)! - order.get(b.rowId)!);
 }

@@ -432,4 +432,25 @@ describe("downloadBatch: the manifest is the one record of each row's file", () 
     expect(rows[2]).toMatchObject({ status: 'succeeded', url: `${base}/old/c.mp4` });
     expect(rows[2]!.file).toBeUndefined();
   });
+
+  it('records each video as soon as it is verified: a download stopped part-way keeps what it fetched', async () => {
+    // When each video is asked for, which rows the manifest already records a file for.
+    const recordedAtAsk: string[][] = [];
+    let manifestPath = '';
+    const { base } = await routes((req, res) => {
+      void readManifest(manifestPath).then((rows) => {
+        recordedAtAsk.push(rows.filter((r) => r.file).map((r) => r.rowId));
+        sendVideo(req, res);
+      });
+    });
+    const { manifest } = await batchFolder([
+      { url: `${base}/a.mp4`, jobId: 'vid_a' },
+      { url: `${base}/b.mp4`, jobId: 'vid_b' },
+      { url: `${base}/c.mp4`, jobId: 'vid_c' },
+    ]);
+    manifestPath = manifest;
+    await downloadBatch(manifest, { concurrency: 1 });
+    expect(recordedAtAsk).toEqual([[], ['r1'], ['r1', 'r2']]);
+    expect((await readManifest(manifest)).map((r) => r.file !== undefined)).toEqual([true, true, true]);
+  });
 });

@@ -8,6 +8,7 @@ import { ConfigError } from '../../src/errors';
 import {
   AuthenticationError,
   BadRequestError,
+  ConflictError,
   ConnectionError,
   GatewayError,
   KeyRefusedError,
@@ -401,6 +402,31 @@ describe('submit outcome: not sent / refused vs unknown', () => {
     expect(disabled).toBeInstanceOf(PermissionDeniedError);
     expect(disabled?.outcomeUnknown).toBe(false);
     expect(sim.stats().jobsCreated).toBe(0);
+  });
+
+  it('a 409 is unknown: an idempotent gateway answers it while the same key is still in progress', async () => {
+    let posts = 0;
+    const { server, client } = await rawGateway((req, res) => {
+      if (req.method === 'POST') posts += 1;
+      res.writeHead(409, { 'content-type': 'application/json', 'x-request-id': 'req_409' });
+      res.end(
+        JSON.stringify({
+          error: { code: 'idempotency_key_in_use', message: 'a request with this key is in progress' },
+        }),
+      );
+    });
+    const submitted = await failure<GatewayError>(client.submit(request, 'vidbatch:b:r1'));
+    const checked = await failure<GatewayError>(client.getJob('vid_1'));
+    server.close();
+    expect(posts).toBe(1);
+    expect(submitted).toBeInstanceOf(ConflictError);
+    expect(submitted?.outcomeUnknown).toBe(true);
+    expect(submitted).toMatchObject({ status: 409, code: 'idempotency_key_in_use', requestId: 'req_409' });
+    expect(submitted?.message).toBe(
+      'POST /videos/generations: 409 a request with this key is in progress (request id req_409)',
+    );
+    // A status check's 409 is refused like any other 4xx (outcomeUnknown speaks only for a submit).
+    expect(checked).toBeInstanceOf(BadRequestError);
   });
 
   it('a refused connection is known not sent', async () => {

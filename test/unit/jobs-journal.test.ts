@@ -1,7 +1,11 @@
 import { appendFile, mkdtemp, readFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import type { Client } from '@temporalio/client';
+import type { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createJobActivities, type SubmitInput } from '../../src/activities/jobs';
 import type { SubmitResult } from '../../src/contract/jobs';
@@ -107,5 +111,47 @@ describe('jobs journal', () => {
         (e: unknown) => e as Error,
       );
     expect(unknown?.message).toMatch(/ended while sending/);
+  });
+
+  it('a 409 to a submit is journalled as an unknown outcome and handed to the workflow as one', async () => {
+    const out = await mkdtemp(join(tmpdir(), 'vidbatch-journal-'));
+    let posts = 0;
+    const server = createServer((_req, res) => {
+      posts += 1;
+      res.writeHead(409, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { code: 'conflict', message: 'this key is in progress' } }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const gateway = new GatewayClient({
+        baseUrl: `http://127.0.0.1:${port}/v1`,
+        apiKey: () => 'sk-x',
+        timeoutMs: 1000,
+      });
+      const activities = createJobActivities(gateway, out);
+      const submitJob = (input: SubmitInput) => activities.submitJob(input);
+      const row = { id: 'r1', line: 2, prompt: 'p', model: 'm', input: { prompt: 'p' }, parameters: {} };
+      // The `sending` heartbeat recorded before the POST goes to this stand-in for the Temporal server.
+      const client = {
+        workflowService: { recordActivityTaskHeartbeat: () => Promise.resolve({}) },
+        options: { identity: 'test' },
+        withAbortSignal: <R>(_signal: AbortSignal, fn: () => R) => fn(),
+      } as unknown as Client;
+      const failure = await new MockActivityEnvironment({}, { client })
+        .run(submitJob, { batchId: 'batch-x', row })
+        .then(
+          () => undefined,
+          (e: unknown) => e as ApplicationFailure,
+        );
+      expect(posts).toBe(1);
+      expect(failure).toMatchObject({ type: 'SubmitUnknown', nonRetryable: true });
+      expect(failure?.message).toMatch(/409 this key is in progress/);
+      expect(await readJournal(join(out, 'batch-x'))).toMatchObject([
+        { rowId: 'r1', unknown: true, generation: 0 },
+      ]);
+    } finally {
+      server.close();
+    }
   });
 });

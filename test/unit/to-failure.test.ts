@@ -14,6 +14,7 @@ import { DownloadError } from '../../src/errors';
 import {
   AuthenticationError,
   BadRequestError,
+  ConflictError,
   ConnectionError,
   KeyRefusedError,
   MalformedResponseError,
@@ -83,6 +84,23 @@ describe('toFailure', () => {
       const poll = toFailure(err, 'pollJob', 4500);
       expect(poll).toMatchObject({ type: err.name, nonRetryable: false, nextRetryDelay: 4500 });
     }
+  });
+
+  it('hands a 409 on submit to the workflow as an unknown outcome; on a status check it stays a refusal', () => {
+    // An idempotent gateway answers 409 while a request with the same key is in progress: a job may exist.
+    const conflict = new ConflictError('POST /videos/generations: 409 in progress', 409, 'conflict');
+    expect(toFailure(conflict, 'submitJob')).toMatchObject({
+      type: FailureType.SubmitUnknown,
+      nonRetryable: true,
+      details: [{ code: 'submit_unknown' }],
+      category: ApplicationFailureCategory.BENIGN,
+    });
+    for (const activity of ['pollJob', 'checkJob'] as const)
+      expect(toFailure(conflict, activity)).toMatchObject({
+        type: FailureType.InvalidRequest,
+        nonRetryable: true,
+        details: [{ code: 'conflict' }],
+      });
   });
 
   it('retries a submit that provably sent nothing, and errors from before sending', () => {

@@ -15,7 +15,7 @@ export function registerDownloadCommand(program: Command): void {
     .command('download')
     .summary('Download and verify every finished video of a batch not on disk yet')
     .description(
-      'Download every finished .mp4 of a batch that is not on disk yet, verified (status, type, size, MP4 signature, sha256) and checked against its row; files the manifest already names (as `run` downloads them) are kept. A URL that answers 403, 404 or 410 is asked for again through its job (GATEWAY_BASE_URL and GATEWAY_API_KEY, a status check: a gateway may give a fresh URL), rows that ended url_expired included. What it fetches goes into the manifest, so `status`, `results` and `review` see it. Resumes, and never overwrites a verified file.',
+      'Download every finished .mp4 of a batch that is not on disk yet, verified (status, type, size, MP4 signature, sha256) and checked against its row; files the manifest already names (as `run` downloads them) are kept. A URL that answers 403, 404 or 410 is asked for again through its job (GATEWAY_BASE_URL and GATEWAY_API_KEY, a status check: a gateway may give a fresh URL), rows that ended url_expired included. Each video fetched goes into the manifest as soon as it is verified, so `status`, `results` and `review` see it, and Ctrl-C keeps everything fetched so far: running it again fetches only the rest. Resumes, and never overwrites a verified file.',
     )
     .argument(...batchArg)
     .option('--dir <dir>', "where to put videos not on disk yet (default: the batch's output folder)")
@@ -34,12 +34,11 @@ export function registerDownloadCommand(program: Command): void {
       new Option('--out-root <dir>', 'root of the output folders').env('VIDBATCH_OUT_ROOT').default('out'),
     )
     .action(async (ref: string, o: DownloadFlags) => {
-      const [{ findManifest, localFolderOf }, { previousInput }, { downloadBatch }] =
-        await Promise.all([
-          import('../../client/batch-status'),
-          import('../../client/rerun'),
-          import('../../results/download-batch'),
-        ]);
+      const [{ findManifest, localFolderOf }, { previousInput }, { downloadBatch }] = await Promise.all([
+        import('../../client/batch-status'),
+        import('../../client/rerun'),
+        import('../../results/download-batch'),
+      ]);
       const { batchId, manifest, strict } = await withBatch(
         ref,
         async (s, batchId) => ({
@@ -51,20 +50,34 @@ export function registerDownloadCommand(program: Command): void {
       );
       const currentUrl = await gatewayAsker();
       const dir = o.dir ?? localFolderOf(manifest, o.outRoot, batchId);
-      const reports = await downloadBatch(manifest, {
-        dir,
-        concurrency: o.concurrency,
-        strict,
-        ...(o.maxVideoBytes !== undefined ? { maxBytes: o.maxVideoBytes } : {}),
-        ...(currentUrl ? { currentUrl } : {}),
-      });
+      // Ctrl-C stops the downloads on the way (their .part files resume next time) and starts no other; each
+      // video fetched before it is already in the manifest. A second Ctrl-C ends the process at once.
+      const abort = new AbortController();
+      const onSigint = () => abort.abort();
+      process.once('SIGINT', onSigint);
+      let reports;
+      try {
+        reports = await downloadBatch(manifest, {
+          dir,
+          concurrency: o.concurrency,
+          strict,
+          signal: abort.signal,
+          ...(o.maxVideoBytes !== undefined ? { maxBytes: o.maxVideoBytes } : {}),
+          ...(currentUrl ? { currentUrl } : {}),
+        });
+      } finally {
+        process.removeListener('SIGINT', onSigint);
+      }
       const failed = reports.filter((r) => r.error);
+      const interrupted = reports.filter((r) => r.interrupted).length;
       const reused = reports.filter((r) => r.reused).length;
       const fresh = reports.filter((r) => r.freshUrl).length;
-      const fetched = reports.length - failed.length - reused;
+      const onDisk = reports.length - failed.length - interrupted;
+      const fetched = onDisk - reused;
       console.log(
-        `${reports.length - failed.length} videos on disk, verified: ${reused} already there, ${fetched} fetched into ${dir}` +
-          `${fresh ? ` (${fresh} through a fresh URL from its job)` : ''}; ${failed.length} failed`,
+        `${onDisk} videos on disk, verified: ${reused} already there, ${fetched} fetched into ${dir}` +
+          `${fresh ? ` (${fresh} through a fresh URL from its job)` : ''}; ${failed.length} failed` +
+          `${interrupted ? `; ${interrupted} not fetched (interrupted)` : ''}`,
       );
       for (const f of failed) console.error(`  ${f.rowId}: ${f.error}`);
       if (failed.length && !currentUrl)
@@ -74,7 +87,11 @@ export function registerDownloadCommand(program: Command): void {
       const mismatched = reports.filter((r) => r.verification && !r.verification.ok);
       if (mismatched.length) console.log(`${mismatched.length} not as asked (the manifest has the details):`);
       for (const m of mismatched) console.log(`  ${m.rowId}: ${m.verification!.problems.join('; ')}`);
-      process.exitCode = failed.length ? EXIT.rowsFailed : EXIT.ok;
+      if (interrupted)
+        console.error(
+          `Interrupted: every video fetched is recorded in the manifest; \`vidbatch download ${ref}\` fetches the other ${interrupted}`,
+        );
+      process.exitCode = interrupted ? EXIT.interrupted : failed.length ? EXIT.rowsFailed : EXIT.ok;
     });
 }
 
