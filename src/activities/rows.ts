@@ -4,19 +4,28 @@
 // CSV. Each row carries what is known about it (`prior`): from earlier runs of its batch, else from other
 // batches of the output root that paid for the same request (results/request-index.ts). A page is cut by size
 // as well as by count so that no payload comes near Temporal's limit.
-import { stat } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import { Context } from '@temporalio/activity';
+import { mkdir, rm, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import type { VerifyMode } from '../contract/batch-options';
 import type { EnhanceOptions } from '../contract/enhance';
+import type { Verification } from '../contract/jobs';
+import { VIDEO_MISMATCH_CODE, type PromptResult } from '../contract/prompt';
 import { csvFileSha256, loadCsv, loadCsvFrom, type ParsedCsv } from '../input/csv';
 import { RowsFileReader, rowsFileKey, writeRowsFile } from '../input/rows-file';
 import { PathNotAllowedError } from '../errors';
 import { LocalStore } from '../store/local-store';
 import { copyAcross, sizeAt } from '../store/copy-across';
 import { isStoreUrl } from '../store/store-url';
+import { objectAt } from '../store/open-store';
 import type { ObjectStore } from '../store/object-store';
-import type { PageRow, PriorOutcome } from '../contract/rows';
+import type { PageRow, PriorOutcome, PromptRow } from '../contract/rows';
 import { FolderPrior, mergePrior } from '../results/prior';
 import { priorFromIndex, RequestIndex, type RequestSource } from '../results/request-index';
+import { askedOf, verifyVideo } from '../results/verify-video';
+import { STAGING_DIR } from './outputs';
 import { allowedFile, allowedPath, type PathRoots } from './paths';
 import { csvChanged, pathNotAllowed } from './to-failure';
 
@@ -41,6 +50,11 @@ export interface ReadRowsInput {
   downloadDir?: string;
   /** The batch rewrites its prompts: rows to be rewritten are keyed with its settings (input/request-key.ts). */
   enhance?: EnhanceOptions;
+  /**
+   * The batch's `--verify`: with `strict` (and downloads), a video reused from another batch is verified here
+   * against the row, whatever that batch's mode was; one that cannot be checked here is followed instead.
+   */
+  verify?: VerifyMode;
 }
 
 /** A prior outcome worth sending: the row finished, has a job, or had a submit of unknown outcome. */
@@ -49,6 +63,26 @@ function meaningful(prior: PriorOutcome | undefined): prior is PriorOutcome {
     !!prior &&
     (!!prior.status || !!prior.jobId || !!prior.unknownSubmits || prior.generation > 0 || !!prior.reused)
   );
+}
+
+/**
+ * A reused video as a `--verify strict` batch records it: with this batch's own verification of the file, and
+ * ended `video_mismatch` (job, URL and file kept) when it differs from the request, as the batch's own video
+ * would be. Another batch may have kept it with `--verify flag`, mismatch and all.
+ */
+export function verifiedReuse(result: PromptResult, verification: Verification): PromptResult {
+  if (result.status !== 'succeeded') return result;
+  if (verification.ok) return { ...result, verification };
+  const from = result.reusedFrom;
+  return {
+    ...result,
+    verification,
+    status: 'failed',
+    errorCode: VIDEO_MISMATCH_CODE,
+    errorMessage:
+      `the video differs from the request: ${verification.problems.join('; ')}` +
+      (from ? ` (kept by ${from.batchId} row ${from.rowId}; nothing was paid for it here)` : ''),
+  };
 }
 
 /** Cuts `rows` after the last one that keeps the page's JSON within `maxBytes` (at least one row). */
@@ -72,6 +106,15 @@ function cached<T>(size: number, make: (key: string) => T): (key: string) => T {
     }
     return value;
   };
+}
+
+/** The activity this code runs in, if it runs in one (a test or `plan` calls readRows directly). */
+function activityContext(): Context | undefined {
+  try {
+    return Context.current();
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -153,8 +196,21 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots, store?: 
   const folder = cached(16, (dir) => new FolderPrior(dir));
   // A batch's own folder, held only for the rows ahead of its cursor (FolderPrior.refresh): kept apart from
   // the folders read whole (a retry's original batch), which must keep every row.
-  const ownFolder = cached(16, (dir) => new FolderPrior(dir, false));
-  const indexOf = cached(4, (root) => new RequestIndex(root));
+  const ownFolder = cached(16, (dir) => new FolderPrior(dir));
+  // Job ids and kept videos of an index spill to the worker's staging folder (results/request-index.ts); a
+  // dropped index's spill file goes once nothing uses it any more.
+  const indexOf = cached(4, (root) => new RequestIndex(root, { spillDir: resolve(outRoot, STAGING_DIR) }));
+
+  /**
+   * The output root's request index, brought up to date for `batchId`. A first read of a big root takes a while
+   * (docs/benchmarks.md: about 20 s for ten earlier batches of 100,000 rows): it heartbeats as it goes, and
+   * readRows has a heartbeat timeout beside a start-to-close long enough for it (contract/failures.ts
+   * READ_ROWS_TIMEOUTS), so a crashed worker's read is taken over soon and a long one is not cut.
+   */
+  async function currentIndex(root: string, batchId: string): Promise<RequestIndex> {
+    const ctx = activityContext();
+    return indexOf(root).refresh(batchId, ctx && (() => ctx.heartbeat()));
+  }
 
   /**
    * The earlier batch's video, hard-linked (else copied) where this batch's own would go: its download folder,
@@ -192,6 +248,35 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots, store?: 
     }
   }
 
+  /**
+   * A reused video verified against `row` on this worker (a copy in the store is fetched into the staging
+   * folder for it, then deleted). Undefined when it cannot be read here.
+   */
+  async function verifyReused(path: string, row: PromptRow, batchId: string) {
+    const asked = askedOf(row.parameters);
+    try {
+      if (!isStoreUrl(path)) return await verifyVideo(path, asked);
+      const { store, key } = await objectAt(path);
+      const chunks = await store.stream(key);
+      if (!chunks) return undefined;
+      const local = await allowedFile(
+        resolve(outRoot, STAGING_DIR, batchId),
+        `${row.id}.reused.mp4`,
+        'out',
+        roots,
+      );
+      await mkdir(dirname(local), { recursive: true });
+      try {
+        await pipeline(chunks, createWriteStream(local));
+        return await verifyVideo(local, asked);
+      } finally {
+        await rm(local, { force: true });
+      }
+    } catch {
+      return undefined;
+    }
+  }
+
   return {
     async readRows(input: ReadRowsInput): Promise<PageRow[]> {
       const csv = await csvOf(input.csvPath, input.csvSha256);
@@ -203,19 +288,27 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots, store?: 
         ? await folder(await allowedPath(input.priorOutDir, 'out', roots)).refresh()
         : undefined;
       // The batch's output root, a folder or the store, holds the other batches the index reads.
-      const index = input.reuse ? await indexOf(dirname(ownDir)).refresh(input.batchId) : undefined;
+      const index = input.reuse ? await currentIndex(dirname(ownDir), input.batchId) : undefined;
       const page: PageRow[] = [];
       for (const row of rows) {
         let prior = mergePrior(own.get(row.id), original?.get(row.id, false));
         // What this batch knows comes first; the index only speaks for rows this batch never touched.
         if (!meaningful(prior) && index && row.request) {
-          const reuse = index.lookup(row.request, input.batchId);
+          let reuse = index.lookup(row.request, input.batchId);
           if (reuse) {
             const file =
               reuse.kept && input.download
                 ? await linkVideo(reuse.kept, row.id, input.downloadDir, ownDir)
                 : undefined;
+            // `--verify strict` is this batch's promise, not the other batch's: the video is checked here.
+            const strict = reuse.kept && input.download && input.verify === 'strict';
+            const verification =
+              strict && file ? await verifyReused(file.path, row, input.batchId) : undefined;
+            // No file to check here: its job is followed, so the video is fetched and checked as this batch's.
+            if (strict && !verification) reuse = { follow: reuse.kept, unknownSubmits: reuse.unknownSubmits };
             prior = priorFromIndex(row, reuse, file);
+            if (verification && prior.reused)
+              prior = { ...prior, reused: verifiedReuse(prior.reused, verification) };
           }
         }
         page.push(meaningful(prior) ? { ...row, prior } : row);

@@ -20,7 +20,7 @@ export const FailureType = {
    * again, a new status check of the job may give a fresh one. Details: `{ httpStatus }`.
    */
   UrlExpired: 'UrlExpired',
-  /** A submit whose outcome is unknown (timeout or reset after sending, 5xx, unreadable 2xx): it may have made a job. */
+  /** A submit whose outcome is unknown (timeout or reset after sending, 5xx, 409, unreadable 2xx): it may have made a job. */
   SubmitUnknown: 'SubmitUnknown',
   /** A submit could not be sent for longer than the batch allows (connection refused, DNS): nothing was sent. */
   GatewayUnreachable: 'GatewayUnreachable',
@@ -82,6 +82,13 @@ export function isNonRetryable(activity: ClassifiedActivity, type: string): bool
 }
 
 /** The retry policies the workflows give their activities. */
+/**
+ * readRows' timeouts beside the batch's activity timeout: a first read of a big root's request index takes
+ * longer than one short call (docs/benchmarks.md), and heartbeats as it goes, so a crashed worker's read is
+ * taken over after the batch's activity timeout while a long one runs to its end.
+ */
+export const READ_ROWS_START_TO_CLOSE_MS = 10 * 60_000;
+
 export const RETRY_POLICIES = {
   /**
    * readRows and recordResults: about a minute of attempts (another worker may take one), then the batch
@@ -115,8 +122,8 @@ export const RETRY_POLICIES = {
     nonRetryableErrorTypes: [...NON_RETRYABLE.checkJob],
   },
   /**
-   * A prompt's rewrite: a 429 comes back after its Retry-After (nextRetryDelay) as often as it takes; other
-   * transient errors are bounded by the activity itself (ENHANCE_MAX_ATTEMPTS), then the row ends
+   * A prompt's rewrite: a 429 comes back after its Retry-After (nextRetryDelay); the activity itself bounds its
+   * 429s, its failed requests and its attempts in all (activities/enhance.ts), then the row ends
    * `enhance_failed`.
    */
   enhancePrompt: {

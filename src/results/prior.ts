@@ -29,41 +29,28 @@ interface RowPrior {
   posts: number;
   /** The job of the row's last journal line that had one. */
   journalJob?: string;
-  /** The row's request key (input/request-key.ts), for the output root's request index. */
-  request?: string;
-  /** What another batch reusing this row's video records: the last succeeded line's job and file. */
-  kept?: KeptVideo;
   /** The row's line in its CSV, when a record gave it. */
   line?: number;
 }
 
-/** A succeeded row's job and video, as a batch that reuses it records them. */
-export type KeptVideo = Pick<
-  PromptResult,
-  'jobId' | 'url' | 'generation' | 'submittedAt' | 'file' | 'sha256' | 'bytes' | 'verification'
->;
-
-/** What the output root's request index learns of a row: its request key and its state after the new lines. */
-export interface RowView {
-  rowId: string;
-  request?: string;
-  status?: PromptResult['status'];
-  errorCode?: string;
-  jobId?: string;
-  jobGeneration: number;
-  unknownSubmits: number;
-  kept?: KeptVideo;
+/** What a folder's records are folded into: PriorFold, or the request index's (results/request-index.ts). */
+export interface RecordFold {
+  /** A manifest line. */
+  record(r: PromptResult): void;
+  /** A jobs journal line. */
+  entry(e: JournalEntry): void;
 }
 
-/** Folds manifest records and journal entries into one prior outcome per row. */
-export class PriorFold {
+/**
+ * Folds manifest records and journal entries into one prior outcome per row: what a batch knows of its own
+ * rows (and retry-failed of the original batch's). The output root's request index keeps its own, smaller
+ * fold of other batches' rows (results/request-index.ts).
+ */
+export class PriorFold implements RecordFold {
   private readonly rows = new Map<string, RowPrior>();
 
   /** Rows on lines before this one are let go, and their later records ignored (FolderPrior.refresh). */
   floor = 0;
-
-  /** `views`: keep what the request index asks of a row (view()); a batch reading its own folder needs only get(). */
-  constructor(private readonly views = true) {}
 
   /** Lets go of the rows before `line` (those whose line is known). */
   pass(line: number): void {
@@ -100,19 +87,6 @@ export class PriorFold {
       row.jobGeneration = generation;
     }
     row.manifestUnknown = r.unknownSubmits ?? 0;
-    if (!this.views) return;
-    if (r.request) row.request = r.request;
-    row.kept =
-      r.status === 'succeeded' && r.jobId
-        ? {
-            jobId: r.jobId,
-            ...(r.url ? { url: r.url } : {}),
-            generation,
-            ...(r.submittedAt ? { submittedAt: r.submittedAt } : {}),
-            ...(r.file ? { file: r.file, sha256: r.sha256, bytes: r.bytes } : {}),
-            ...(r.verification ? { verification: r.verification } : {}),
-          }
-        : undefined;
   }
 
   /** A journal line: a job made (the highest generation's is the row's latest), or an unknown outcome. */
@@ -129,24 +103,8 @@ export class PriorFold {
       row.jobGeneration = e.generation;
     }
     if (e.unknown) row.journalUnknown += 1;
-    if (e.unknown || (e.jobId && !again)) row.posts += 1;
-    if (e.request && this.views) row.request = e.request;
-  }
-
-  /** A row as the request index sees it (undefined: the folder never mentioned it). */
-  view(rowId: string): RowView | undefined {
-    const row = this.rows.get(rowId);
-    if (!row) return undefined;
-    return {
-      rowId,
-      ...(row.request ? { request: row.request } : {}),
-      ...(row.status ? { status: row.status } : {}),
-      ...(row.errorCode ? { errorCode: row.errorCode } : {}),
-      ...(row.jobId ? { jobId: row.jobId } : {}),
-      jobGeneration: row.jobGeneration,
-      unknownSubmits: Math.max(row.manifestUnknown, row.journalUnknown),
-      ...(row.kept ? { kept: row.kept } : {}),
-    };
+    // A job another row paid for (followedFrom) is followed, not posted.
+    if (e.unknown || (e.jobId && !again && !e.followedFrom)) row.posts += 1;
   }
 
   /**
@@ -183,29 +141,80 @@ function regeneratedOnRetry(code: string | undefined): boolean {
   );
 }
 
-/** What an update of a folder read: the fold, the request keys mentioned with their rows, whether it started over. */
-interface FolderUpdate {
-  fold: PriorFold;
-  mentions: [request: string, rowId: string][];
-  reset: boolean;
-}
+/** How often a folder's reader reports that it is still reading (FolderTail.update's `progress`), in records. */
+const PROGRESS_RECORDS = 2_000;
 
-/** One output folder's prior outcomes, kept up to date by reading only what its files gained. */
-export class FolderPrior {
-  private fold: PriorFold;
+/**
+ * One output folder's manifest and journal folded into `F`, kept up to date by reading only what the files
+ * gained (the fold's records are folded as they are read: a big file's records are never all held at once).
+ */
+export class FolderTail<F extends RecordFold> {
+  protected fold: F;
   private manifest: JsonlTail<PromptResult>;
   private journal: JsonlTail<JournalEntry>;
   /** The last refresh or update asked for, settled either way: the next one starts after it. */
   private last: Promise<unknown> = Promise.resolve();
 
-  /** `views`: as PriorFold's (false for a batch's own folder, read for get() only). */
   constructor(
     readonly dir: string,
-    private readonly views = true,
+    private readonly make: () => F,
   ) {
-    this.fold = new PriorFold(views);
+    this.fold = make();
     this.manifest = new JsonlTail(manifestPath(dir));
     this.journal = new JsonlTail(journalPath(dir));
+  }
+
+  /**
+   * Reads what the files gained; `reset`: a file shrank and the fold was made again from the start.
+   * `progress` is called every few thousand records while it reads (a long read heartbeats with it).
+   */
+  update(progress?: () => void): Promise<{ fold: F; reset: boolean }> {
+    return this.serially(() => this.updateNow(progress));
+  }
+
+  /**
+   * Runs `step` once the refresh or update before it has ended (failed or not). A folder is shared by
+   * concurrent callers (a cache), and a step replaces the fold and the tails (a file shrank, or a refresh from
+   * an earlier line) while another step may still be reading into them: its records would be folded twice.
+   */
+  protected serially<R>(step: () => Promise<R>): Promise<R> {
+    const run = this.last.then(step);
+    this.last = run.catch(() => undefined);
+    return run;
+  }
+
+  protected restart(): void {
+    this.fold = this.make();
+    this.manifest = new JsonlTail(manifestPath(this.dir));
+    this.journal = new JsonlTail(journalPath(this.dir));
+  }
+
+  protected async updateNow(progress?: () => void): Promise<{ fold: F; reset: boolean }> {
+    let count = 0;
+    const tick = () => {
+      if (progress && ++count % PROGRESS_RECORDS === 0) progress();
+    };
+    const m = await this.manifest.read((r) => {
+      this.fold.record(r);
+      tick();
+    });
+    const j = await this.journal.read((e) => {
+      this.fold.entry(e);
+      tick();
+    });
+    if (m.reset || j.reset) {
+      // A file shrank (its torn tail was cut): fold both again from the start.
+      this.restart();
+      return { ...(await this.updateNow(progress)), reset: true };
+    }
+    return { fold: this.fold, reset: false };
+  }
+}
+
+/** One output folder's prior outcomes (PriorFold), kept up to date by reading only what its files gained. */
+export class FolderPrior extends FolderTail<PriorFold> {
+  constructor(dir: string) {
+    super(dir, () => new PriorFold());
   }
 
   /**
@@ -221,47 +230,6 @@ export class FolderPrior {
       if (fromLine !== undefined) fold.pass(fromLine);
       return fold;
     });
-  }
-
-  /**
-   * Runs `step` once the refresh or update before it has ended (failed or not). A folder is shared by
-   * concurrent callers (a cache), and a step replaces the fold and the tails (a file shrank, or a refresh from
-   * an earlier line) while another step may still be reading into them: its records would be folded twice.
-   */
-  private serially<R>(step: () => Promise<R>): Promise<R> {
-    const run = this.last.then(step);
-    this.last = run.catch(() => undefined);
-    return run;
-  }
-
-  private restart(): void {
-    this.fold = new PriorFold(this.views);
-    this.manifest = new JsonlTail(manifestPath(this.dir));
-    this.journal = new JsonlTail(journalPath(this.dir));
-  }
-
-  /** Reads what the files gained; `mentions` pairs each request key they mention with its row. */
-  update(): Promise<FolderUpdate> {
-    return this.serially(() => this.updateNow());
-  }
-
-  private async updateNow(): Promise<FolderUpdate> {
-    const mentions: [string, string][] = [];
-    // Folded as they are read: a big file's records are never all held at once.
-    const m = await this.manifest.read((r) => {
-      this.fold.record(r);
-      if (typeof r.request === 'string') mentions.push([r.request, r.rowId]);
-    });
-    const j = await this.journal.read((e) => {
-      this.fold.entry(e);
-      if (typeof e.request === 'string') mentions.push([e.request, e.rowId]);
-    });
-    if (m.reset || j.reset) {
-      // A file shrank (its torn tail was cut): fold both again from the start.
-      this.restart();
-      return { ...(await this.updateNow()), reset: true };
-    }
-    return { fold: this.fold, mentions, reset: false };
   }
 }
 

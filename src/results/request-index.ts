@@ -4,57 +4,45 @@
 // unknown submit outcomes count against the row's resend bound. Nothing is stored besides the batches' own
 // manifests and jobs journals, which are read incrementally (a batch of 100k rows re-reads only what was
 // appended since the last page). The root may be the shared store (VIDBATCH_STORE): its batch folders are
-// read the same way, as object logs.
+// read the same way, as object logs. What it keeps of each folder is a RequestFold (request-fold.ts).
 import { readdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { objectAt } from '../store/open-store';
 import { isStoreUrl, joinStorePath } from '../store/store-url';
-import { isContentRefusal, JOB_GONE_CODE, type PromptResult } from '../contract/prompt';
+import { type PromptResult } from '../contract/prompt';
 import { rowFields, type PriorOutcome, type PromptRow } from '../contract/rows';
 import { scopeOfBatch } from '../contract/target';
-import { FolderPrior, type PriorFold, type RowView } from './prior';
+import { FolderTail } from './prior';
+import {
+  FOLLOW_CODES,
+  Interned,
+  RequestFold,
+  settledCode,
+  Spill,
+  type KeptVideo,
+  type RequestSource,
+  type Reuse,
+} from './request-fold';
 
-/**
- * Error codes of rows whose job may still end with a video: vidbatch stopped waiting for it, or lost its
- * URL. Another batch follows such a job (checks it first) before paying.
- */
-export const FOLLOW_CODES: ReadonlySet<string> = new Set([
-  'cancelled',
-  'deadline_exceeded',
-  'workflow_failed',
-  'check_failed',
-  'poll_failed',
-  'url_expired',
-]);
+export { FOLLOW_CODES } from './request-fold';
+export type { KeptVideo, RequestSource, Reuse, RowView } from './request-fold';
 
-/** Where an earlier batch's row stands for a request. */
-export interface RequestSource {
-  batchId: string;
-  rowId: string;
-  view: RowView;
-}
-
-/**
- * What the index offers a row: a video to reuse, a job to follow, an outcome paying again would not change
- * (refused for its content, or a job the gateway forgot), or earlier unknown outcomes to count.
- */
-export interface Reuse {
-  kept?: RequestSource;
-  follow?: RequestSource;
-  settled?: RequestSource;
-  unknownSubmits: number;
-}
-
-/** Rows that ended this way are not paid for again by accident, from this file or another (`retry-failed --code`). */
-const settledCode = (code: string | undefined) => code === JOB_GONE_CODE || isContentRefusal(code);
-
-/** A folder's rows by request key, and the folder's fold. */
+/** A batch folder of the root, read into its fold. */
 interface Folder {
-  prior: FolderPrior;
-  fold?: PriorFold;
-  rowsByRequest: Map<string, Set<string>>;
+  reader: FolderTail<RequestFold>;
+  /** Set once the folder was read (a lookup skips a folder before that). */
+  fold?: RequestFold;
 }
 
+/** A row a lookup found for a request, in a folder's fold. */
+interface Found {
+  batchId: string;
+  fold: RequestFold;
+  slot: number;
+  jobId: string;
+  kept?: KeptVideo;
+}
 
 /** The folders directly under a store URL (one listing, however many objects they hold). */
 async function storeFolders(url: string): Promise<string[]> {
@@ -66,74 +54,117 @@ async function storeFolders(url: string): Promise<string[]> {
 
 export class RequestIndex {
   private readonly folders = new Map<string, Folder>();
+  private readonly spill: Spill;
+  private readonly codes = new Interned();
+  /** Batch folders of the asker's scope the last refresh listed. */
+  private listed = 0;
 
-  constructor(readonly root: string) {}
+  /** `spillDir`: where the kept videos' spill file goes (default the system's temporary folder). */
+  constructor(
+    readonly root: string,
+    options: { spillDir?: string } = {},
+  ) {
+    this.spill = new Spill(options.spillDir ?? tmpdir());
+  }
 
   /**
    * Reads what the root's batch folders of `except`'s scope gained since the last refresh (new folders
    * included). `except`, the asking batch's own folder, is never read: its rows are its own prior, folded
    * elsewhere. A batch of another target (another gateway account, or `--simulate`) is never read: its jobs
-   * were not made where this batch pays, so nothing of it is reused or followed.
+   * were not made where this batch pays, so nothing of it is reused or followed. `progress` is called every
+   * few thousand records and after each folder (a long first read heartbeats with it).
    */
-  async refresh(except: string): Promise<this> {
+  async refresh(except: string, progress?: () => void): Promise<this> {
     const scope = scopeOfBatch(except);
     const store = isStoreUrl(this.root);
     const names = store
       ? await storeFolders(this.root)
       : await readdir(this.root).catch(() => [] as string[]);
-    for (const name of names.filter((n) => n !== except && scope && scopeOfBatch(n) === scope)) {
+    const mine = names.filter((n) => n !== except && scope && scopeOfBatch(n) === scope);
+    this.listed = mine.length;
+    for (const name of mine) {
       let folder = this.folders.get(name);
       if (!folder) {
         const dir = store ? joinStorePath(this.root, name) : join(this.root, name);
-        folder = { prior: new FolderPrior(dir), rowsByRequest: new Map() };
+        folder = { reader: new FolderTail(dir, () => new RequestFold(this.spill, this.codes)) };
         this.folders.set(name, folder);
       }
-      const { fold, mentions, reset } = await folder.prior.update();
-      if (reset) folder.rowsByRequest.clear();
-      folder.fold = fold;
-      for (const [request, rowId] of mentions) {
-        let rows = folder.rowsByRequest.get(request);
-        if (!rows) folder.rowsByRequest.set(request, (rows = new Set()));
-        rows.add(rowId);
-      }
+      folder.fold = (await folder.reader.update(progress)).fold;
+      progress?.();
     }
     return this;
   }
 
-  /** What other batches than `except` know of `request` (undefined: nothing). */
+  /** How far reading has come, for a message: "4 of 10 batch folders read". */
+  get reading(): string {
+    let read = 0;
+    for (const folder of this.folders.values()) if (folder.fold) read += 1;
+    return `${Math.min(read, this.listed)} of ${this.listed} batch folders read`;
+  }
+
+  /** What other batches than `except` know of `request` (undefined: nothing, or the index was closed). */
   lookup(request: string, except: string): Reuse | undefined {
-    let kept: RequestSource | undefined;
-    let follow: RequestSource | undefined;
-    let settled: RequestSource | undefined;
+    if (this.spill.closed) return undefined;
+    let kept: Found | undefined;
+    let follow: Found | undefined;
+    let settled: Found | undefined;
     let unknownSubmits = 0;
     const scope = scopeOfBatch(except);
     for (const [batchId, folder] of this.folders) {
+      const fold = folder.fold;
       // Only batches of the asker's target and root: one index serves every batch of the root.
-      if (batchId === except || !folder.fold || !scope || scopeOfBatch(batchId) !== scope) continue;
-      for (const rowId of folder.rowsByRequest.get(request) ?? []) {
-        const view = folder.fold.view(rowId);
-        // A row whose key changed since (it cannot, but a hand-edited file could) is not this request.
-        if (!view || view.request !== request) continue;
-        const source = { batchId, rowId, view };
-        if (view.status === 'succeeded' && view.kept) {
-          if (!kept || newer(view, kept.view)) kept = source;
-        } else if (view.jobId && (!view.status || FOLLOW_CODES.has(view.errorCode ?? ''))) {
-          follow ??= source;
-        } else if (view.status === 'failed' && settledCode(view.errorCode)) {
-          settled ??= source;
-        } else if (!view.jobId) {
-          unknownSubmits += view.unknownSubmits;
+      if (batchId === except || !fold || !scope || scopeOfBatch(batchId) !== scope) continue;
+      // Only rows whose key is still this one (it cannot change, but a hand-edited file could).
+      for (const slot of fold.rowsOf(request)) {
+        const status = fold.statusOf(slot);
+        const errorCode = fold.errorCodeOf(slot);
+        // A job id (and a video) is read back from the spill only for a row that may be offered: one that
+        // cannot be (a disk error) is not offered, a video that cannot be is offered as its job to check.
+        const found = (): Found | undefined => {
+          const jobId = fold.jobIdOf(slot);
+          return jobId ? { batchId, fold, slot, jobId } : undefined;
+        };
+        if (status === 'succeeded' && fold.hasKept(slot)) {
+          const video = found();
+          if (!video) continue;
+          video.kept = fold.keptOf(slot);
+          if (!video.kept) follow ??= video;
+          else if (!kept || newer(video.kept, kept.kept!)) kept = video;
+        } else if (fold.hasJob(slot) && (!status || FOLLOW_CODES.has(errorCode ?? ''))) {
+          follow ??= found();
+        } else if (status === 'failed' && settledCode(errorCode)) {
+          settled ??= found() ?? { batchId, fold, slot, jobId: '' };
+        } else if (!fold.hasJob(slot)) {
+          unknownSubmits += fold.unknownOf(slot);
         }
       }
     }
     if (!kept && !follow && !settled && !unknownSubmits) return undefined;
-    return { ...(kept ? { kept } : follow ? { follow } : settled ? { settled } : {}), unknownSubmits };
+    const source = ({ batchId, fold, slot, jobId, kept }: Found): RequestSource => {
+      const view = fold.view(slot, jobId || undefined, kept);
+      return { batchId, rowId: view.rowId, view };
+    };
+    return {
+      ...(kept
+        ? { kept: source(kept) }
+        : follow
+          ? { follow: source(follow) }
+          : settled
+            ? { settled: source(settled) }
+            : {}),
+      unknownSubmits,
+    };
+  }
+
+  /** Lets go of the spill file (the index is no longer used). */
+  close(): void {
+    this.spill.close();
   }
 }
 
 /** The later of two kept videos (a redo recorded later wins). */
-function newer(a: RowView, b: RowView): boolean {
-  return (a.kept?.submittedAt ?? '') > (b.kept?.submittedAt ?? '');
+function newer(a: KeptVideo, b: KeptVideo): boolean {
+  return (a.submittedAt ?? '') > (b.submittedAt ?? '');
 }
 
 /**

@@ -20,7 +20,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { FailureType, RETRY_POLICIES } from '../contract/failures';
+import { FailureType, READ_ROWS_START_TO_CLOSE_MS, RETRY_POLICIES } from '../contract/failures';
 import {
   pauseSignal,
   progressQuery,
@@ -58,8 +58,13 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   const { batchId, options, totalRows } = input;
   // Short timeouts: a call on a crashed worker is retried elsewhere after this long, not after minutes. The
   // retries are bounded: when they run out the batch pauses with the reason and tries again on resume.
-  const { readRows, recordResults, endedPrompts } = proxyActivities<Activities>({
+  const { recordResults, endedPrompts } = proxyActivities<Activities>({
     startToCloseTimeout: options.activityTimeoutMs,
+    retry: RETRY_POLICIES.batch,
+  });
+  const { readRows } = proxyActivities<Activities>({
+    startToCloseTimeout: Math.max(READ_ROWS_START_TO_CLOSE_MS, options.activityTimeoutMs),
+    heartbeatTimeout: options.activityTimeoutMs,
     retry: RETRY_POLICIES.batch,
   });
   // Commands still on their way (child starts, signals to prompts): a run continues as new only without any.
@@ -198,6 +203,8 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
             ...(options.reuse ? { reuse: true } : {}),
             ...(options.download ? { download: true } : {}),
             ...(options.downloadDir ? { downloadDir: options.downloadDir } : {}),
+            // A strict batch verifies the videos it reuses from other batches itself.
+            ...(options.verify === 'strict' ? { verify: options.verify } : {}),
             // Request keys of rewritten rows name the rewrite's settings (input/request-key.ts).
             ...(options.enhance ? { enhance: options.enhance } : {}),
           },

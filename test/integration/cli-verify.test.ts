@@ -69,9 +69,15 @@ function manifestOf(r: CliRun): string {
   return path;
 }
 
-/** Rows `[id, prompt, resolution, duration]`, each prompt tagged so this test's batch id is its own. */
-async function csv(path: string, rows: [string, string, string, number][]): Promise<void> {
-  const tag = randomUUID().slice(0, 8);
+/**
+ * Rows `[id, prompt, resolution, duration]`, each prompt tagged so this test's batch id is its own (files
+ * given the same `tag` send the same requests).
+ */
+async function csv(
+  path: string,
+  rows: [string, string, string, number][],
+  tag = randomUUID().slice(0, 8),
+): Promise<void> {
   const lines = [
     'id,prompt,resolution,duration',
     ...rows.map(([id, p, r, d]) => `${id},${p} ${tag},${r},${d}`),
@@ -197,8 +203,70 @@ describe('verification of downloaded videos from the command line', () => {
     expect(retried[0]!.jobId).not.toBe(rows.b!.jobId);
     // The retry kept the original batch's download root and verify mode.
     const retryId =
-      /(batch-[0-9a-f]{16}-[0-9a-f]{8}): 1 succeeded/.exec(retry.stdout)?.[1] ?? retried[0]!.file!.split('/').at(-2)!;
+      /(batch-[0-9a-f]{16}-[0-9a-f]{8}): 1 succeeded/.exec(retry.stdout)?.[1] ??
+      retried[0]!.file!.split('/').at(-2)!;
     const options = (await previousInput(env.client, retryId))?.options;
     expect(options).toMatchObject({ verify: 'strict', downloadDir: join(env.dir, 'videos', retryId) });
+  });
+
+  it('--verify strict verifies a video it reuses from a --verify flag batch: a mismatch ends video_mismatch, unpaid', async () => {
+    env = await testEnv();
+    const sim = await spawnSimulator(env.dir, ['--wrong-resolution-words', 'lowres']);
+    await env.startWorker({ baseUrl: sim.baseUrl, apiKey: () => API_KEY });
+    const tag = randomUUID().slice(0, 8);
+    await csv(
+      join(env.dir, 'flag.csv'),
+      [
+        ['ok', 'a calm lake at dawn', '720P', 5],
+        ['low', 'a lowres city at night', '720P', 5],
+      ],
+      tag,
+    );
+    // The same two requests under other ids, in another order.
+    await csv(
+      join(env.dir, 'strict.csv'),
+      [
+        ['city', 'a lowres city at night', '720P', 5],
+        ['lake', 'a calm lake at dawn', '720P', 5],
+      ],
+      tag,
+    );
+    const settings = cliEnv(env, sim.baseUrl);
+    const flagged = await vidbatch(['run', 'flag.csv', '--download', 'videos', ...FAST], {
+      cwd: env.dir,
+      env: settings,
+    });
+    expect(flagged.code, flagged.stdout + flagged.stderr).toBe(0);
+    expect(flagged.stdout).toContain('2 succeeded, 0 failed of 2');
+    const flagRows = Object.fromEntries((await readManifest(manifestOf(flagged))).map((r) => [r.rowId, r]));
+    expect(flagRows.low).toMatchObject({ status: 'succeeded', verification: { ok: false } });
+    expect((await sim.stats()).jobsCreated).toBe(2);
+
+    const strict = await vidbatch(
+      ['run', 'strict.csv', '--download', 'videos', '--verify', 'strict', ...FAST],
+      { cwd: env.dir, env: settings },
+    );
+    expect(strict.code, strict.stdout + strict.stderr).toBe(3);
+    expect(strict.stdout).toContain('1 succeeded, 1 failed of 2');
+    const rows = Object.fromEntries((await readManifest(manifestOf(strict))).map((r) => [r.rowId, r]));
+    const flagBatch = /(batch-[0-9a-f]{16}(?:-[0-9a-f]{8})?)/.exec(flagged.stdout)![1]!;
+    expect(rows.lake).toMatchObject({
+      status: 'succeeded',
+      jobId: flagRows.ok!.jobId,
+      verification: { ok: true, height: 720 },
+      reusedFrom: { batchId: flagBatch, rowId: 'ok' },
+    });
+    // Kept as succeeded by the flag batch; this batch's own mode ends it, its job and file kept.
+    expect(rows.city).toMatchObject({
+      status: 'failed',
+      errorCode: 'video_mismatch',
+      jobId: flagRows.low!.jobId,
+      verification: { ok: false, height: 480, problems: ['height 480, asked 720P'] },
+      reusedFrom: { batchId: flagBatch, rowId: 'low' },
+    });
+    expect(rows.city!.file).toMatch(/city\.mp4$/);
+    expect(await readFile(rows.city!.file!)).toEqual(await readFile(flagRows.low!.file!));
+    // Nothing was paid for either row.
+    expect((await sim.stats()).jobsCreated).toBe(2);
   });
 });

@@ -157,7 +157,7 @@ describe('FolderPrior shared by concurrent callers', () => {
     });
     await writeFile(manifestPath(dir), '');
     await writeFile(journalPath(dir), [0, 1, 2].map((n) => JSON.stringify(unknown(n)) + '\n').join(''));
-    const prior = new FolderPrior(dir, false);
+    const prior = new FolderPrior(dir);
     expect((await prior.refresh(5)).get('r')).toMatchObject({ unknownSubmits: 3 });
 
     await appendFile(journalPath(dir), JSON.stringify(unknown(3)) + '\n');

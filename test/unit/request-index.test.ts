@@ -1,7 +1,12 @@
-import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { describe, expect, it } from 'vitest';
+import { createRowActivities } from '../../src/activities/rows';
+import type { PageRow } from '../../src/contract/rows';
+import { loadCsv } from '../../src/input/csv';
+import { assignRequestKeys } from '../../src/input/request-key';
 import type { JournalEntry } from '../../src/results/jobs-journal';
 import { RequestIndex } from '../../src/results/request-index';
 import { promptResult } from '../fixtures/prompt-result';
@@ -117,5 +122,93 @@ describe('RequestIndex', () => {
     await index.refresh('batch-cccccccccccccccc-ffff0000');
     expect(index.lookup('h1/1', 'batch-cccccccccccccccc-ffff0000')?.kept?.batchId).toBe(OTHER_TARGET);
     expect(index.lookup('h1/1', C)).toBeUndefined();
+  });
+});
+
+/** A succeeded row whose video was downloaded, as a batch records it. */
+const kept = (i: number) =>
+  promptResult(`r${i}`, {
+    status: 'succeeded',
+    jobId: `vid_${i}`,
+    request: `h${i}/1`,
+    url: `https://cdn.example/v/${i}.mp4?sig=${'s'.repeat(200)}`,
+    file: `/x/r${i}.mp4`,
+    sha256: 'ab'.repeat(32),
+    bytes: 1000 + i,
+    submittedAt: at,
+    verification: { ok: true, problems: [] },
+  });
+
+describe('RequestIndex: what it holds', () => {
+  it('reads back every kept video from its spill, past the first MiB, and the one a later line leaves', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'vidbatch-index-'));
+    const rows = Array.from({ length: 5000 }, (_, i) => kept(i)); // about 2 MiB of kept videos
+    await folder(root, A, [
+      ...rows,
+      promptResult('r7', { status: 'failed', errorCode: 'cancelled', jobId: 'vid_7', request: 'h7/1' }),
+    ]);
+    const spillDir = await mkdtemp(join(tmpdir(), 'vidbatch-spill-'));
+    const index = await new RequestIndex(root, { spillDir }).refresh(C);
+    for (const i of [0, 1, 2500, 4999])
+      expect(index.lookup(`h${i}/1`, C)?.kept?.view).toEqual({
+        rowId: `r${i}`,
+        request: `h${i}/1`,
+        status: 'succeeded',
+        jobId: `vid_${i}`,
+        jobGeneration: 0,
+        unknownSubmits: 0,
+        kept: {
+          jobId: `vid_${i}`,
+          url: `https://cdn.example/v/${i}.mp4?sig=${'s'.repeat(200)}`,
+          generation: 0,
+          submittedAt: at,
+          file: `/x/r${i}.mp4`,
+          sha256: 'ab'.repeat(32),
+          bytes: 1000 + i,
+          verification: { ok: true, problems: [] },
+        },
+      });
+    // Its last line says cancelled: no video kept, its job followed.
+    const cancelled = index.lookup('h7/1', C);
+    expect(cancelled?.kept).toBeUndefined();
+    expect(cancelled?.follow?.rowId).toBe('r7');
+    expect(cancelled?.follow?.view.kept).toBeUndefined();
+    // The spill file was deleted as soon as it was opened.
+    expect(await readdir(spillDir)).toEqual([]);
+    index.close();
+    expect(index.lookup('h1/1', C)).toBeUndefined();
+  });
+
+  it('keeps kept videos itself when it cannot write its spill', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'vidbatch-index-'));
+    await folder(root, A, [kept(1)]);
+    const notAFolder = join(root, 'file');
+    await writeFile(notAFolder, '');
+    const index = await new RequestIndex(root, { spillDir: join(notAFolder, 'spill') }).refresh(C);
+    expect(index.lookup('h1/1', C)?.kept?.view.kept).toMatchObject({ jobId: 'vid_1', bytes: 1001 });
+  });
+});
+
+describe('readRows: a first read of a big request index', () => {
+  it('heartbeats while it reads, and offers what it read', async () => {
+    const f = await mkdtemp(join(tmpdir(), 'vidbatch-index-rows-'));
+    const csvPath = join(f, 'in.csv');
+    await writeFile(csvPath, 'id,prompt\nr0,a fox\n');
+    const { rows: parsed, sha256 } = await loadCsv(csvPath);
+    assignRequestKeys(parsed);
+    const root = join(f, 'out');
+    // Another batch of the root kept a video for the same request, among 5,000 rows of other requests.
+    const others = Array.from({ length: 5_000 }, (_, i) =>
+      promptResult(`x${i}`, { status: 'failed', errorCode: 'job_failed', request: `other${i}/1` }),
+    );
+    await folder(root, A, [...others, ...[kept(0)].map((r) => ({ ...r, request: parsed[0]!.request }))]);
+    const activities = createRowActivities(root);
+    const input = { csvPath, csvSha256: sha256, offset: 0, limit: 10, batchId: C, reuse: true };
+    const env = new MockActivityEnvironment({ startToCloseTimeoutMs: 30_000 });
+    let beats = 0;
+    env.on('heartbeat', () => (beats += 1));
+    const page = (await env.run((i: typeof input) => activities.readRows(i), input)) as PageRow[];
+    expect(beats).toBeGreaterThanOrEqual(2);
+    expect(page[0]?.prior?.reused).toMatchObject({ jobId: 'vid_0', reusedFrom: { batchId: A, rowId: 'r0' } });
   });
 });

@@ -1,4 +1,4 @@
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -8,6 +8,8 @@ import { loadCsv } from '../../src/input/csv';
 import { appendJournal } from '../../src/results/jobs-journal';
 import { appendResults } from '../../src/results/manifest';
 import { FolderPrior } from '../../src/results/prior';
+import { verifyVideo } from '../../src/results/verify-video';
+import { clip } from '../../src/simulator/test-clips';
 import { promptResult } from '../fixtures/prompt-result';
 
 const at = '2030-01-01T00:00:00.000Z';
@@ -164,5 +166,107 @@ describe('readRows', () => {
     };
     expect(err.type).toBe('CsvChanged');
     expect(err.message).toContain(`${f.path} changed since the batch started`);
+  });
+});
+
+describe("readRows reusing another batch's videos", () => {
+  // Batch ids of one target and root (contract/target.ts): the index reads only the asker's scope.
+  const FLAG = 'batch-aaaaaaaaaaaaaaaa-0000000a';
+  const STRICT = 'batch-bbbbbbbbbbbbbbbb-0000000a';
+
+  /**
+   * A root where a `--verify flag` batch kept three videos for the requests of `in.csv`: one as asked, one of
+   * another resolution (flagged, still succeeded) and one with no file (run with --no-download).
+   */
+  async function rootWithFlaggedVideos() {
+    const dir = await mkdtemp(join(tmpdir(), 'vidbatch-reuse-'));
+    const path = join(dir, 'in.csv');
+    await writeFile(
+      path,
+      'id,prompt,resolution,duration\nok,a calm lake,720P,5\nlow,a city,720P,5\nbare,a fox,720P,5\n',
+    );
+    const parsed = await loadCsv(path);
+    const root = join(dir, 'out');
+    const flagDir = join(root, FLAG);
+    await mkdir(flagDir, { recursive: true });
+    const kept: PromptResult[] = [];
+    for (const row of parsed.rows) {
+      const fields = { line: row.line, parameters: row.parameters, request: row.request! };
+      const jobId = `vid_${row.id}`;
+      if (row.id === 'bare') {
+        kept.push(result(row.id, { ...fields, status: 'succeeded', jobId, url: `http://x/${row.id}.mp4` }));
+        continue;
+      }
+      const file = join(flagDir, `${row.id}.mp4`);
+      const bytes = clip(row.id === 'low' ? '480P' : '720P', 5);
+      await writeFile(file, bytes);
+      kept.push(
+        result(row.id, {
+          ...fields,
+          status: 'succeeded',
+          jobId,
+          url: `http://x/${row.id}.mp4`,
+          file,
+          bytes: bytes.length,
+          verification: await verifyVideo(file, { resolution: '720P', duration: 5 }),
+        }),
+      );
+    }
+    await appendResults(flagDir, kept);
+    return { root, csv: { csvPath: path, csvSha256: parsed.sha256, offset: 0, limit: 10 } };
+  }
+
+  it('--verify strict checks a reused video itself: a mismatch ends video_mismatch, no file is followed', async () => {
+    const { root, csv } = await rootWithFlaggedVideos();
+    const rows = await createRowActivities(root).readRows({
+      ...csv,
+      batchId: STRICT,
+      reuse: true,
+      download: true,
+      verify: 'strict',
+    });
+    const prior = Object.fromEntries(rows.map((r) => [r.id, r.prior]));
+    expect(prior.ok?.reused).toMatchObject({
+      status: 'succeeded',
+      jobId: 'vid_ok',
+      file: join(root, STRICT, 'ok.mp4'),
+      verification: { ok: true, height: 720 },
+      reusedFrom: { batchId: FLAG, rowId: 'ok' },
+    });
+    // The flag batch kept it as succeeded; this batch's promise is strict: failed, nothing paid, file kept.
+    expect(prior.low?.reused).toMatchObject({
+      status: 'failed',
+      errorCode: 'video_mismatch',
+      jobId: 'vid_low',
+      file: join(root, STRICT, 'low.mp4'),
+      verification: { ok: false, problems: ['height 480, asked 720P'] },
+      reusedFrom: { batchId: FLAG, rowId: 'low' },
+    });
+    expect(prior.low?.reused?.errorMessage).toBe(
+      `the video differs from the request: height 480, asked 720P (kept by ${FLAG} row low; nothing was paid for it here)`,
+    );
+    // Nothing to check here: its job is followed, so this batch fetches the video and verifies it itself.
+    expect(prior.bare).toEqual({
+      generation: 0,
+      jobId: 'vid_bare',
+      jobGeneration: 0,
+      followedFrom: { batchId: FLAG, rowId: 'bare' },
+    });
+  });
+
+  it('--verify flag records a reused video as the other batch kept it, mismatch flagged', async () => {
+    const { root, csv } = await rootWithFlaggedVideos();
+    const rows = await createRowActivities(root).readRows({
+      ...csv,
+      batchId: STRICT,
+      reuse: true,
+      download: true,
+    });
+    const prior = Object.fromEntries(rows.map((r) => [r.id, r.prior]));
+    expect(prior.low?.reused).toMatchObject({
+      status: 'succeeded',
+      verification: { ok: false, problems: ['height 480, asked 720P'] },
+    });
+    expect(prior.bare?.reused).toMatchObject({ status: 'succeeded', url: 'http://x/bare.mp4' });
   });
 });
