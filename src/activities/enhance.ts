@@ -4,7 +4,7 @@
 // re-run or another file never pays for the same rewrite again.
 import { dirname, resolve } from 'node:path';
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { ApplicationFailureCategory, defaultPayloadConverter } from '@temporalio/common';
+import { ApplicationFailureCategory } from '@temporalio/common';
 import { FailureType } from '../contract/failures';
 import type { ChatUsage, EnhanceOptions } from '../contract/enhance';
 import type { GatewayClient } from '../gateway/client';
@@ -13,6 +13,7 @@ import { readRewrite, writeRewrite } from '../results/enhance-cache';
 import { attemptWindow, countGatewayError } from './jobs';
 import { allowedPath, type PathRoots } from './paths';
 import { notSent, toFailure } from './to-failure';
+import { recordHeartbeat } from './heartbeat';
 
 export interface EnhanceInput {
   batchId: string;
@@ -77,13 +78,7 @@ function countsSoFar(details: unknown): EnhanceCounts {
  */
 async function keepCounts(ctx: Context, counts: EnhanceCounts): Promise<void> {
   try {
-    const { client, info } = ctx;
-    await client.workflowService.recordActivityTaskHeartbeat({
-      taskToken: info.taskToken,
-      namespace: info.activityNamespace,
-      identity: client.options.identity,
-      details: { payloads: [defaultPayloadConverter.toPayload(counts)] },
-    });
+    await recordHeartbeat(ctx, counts);
   } catch (err) {
     ctx.log.warn("could not record the rewrite's attempts; the next attempt counts from the last ones kept", {
       error: String(err),

@@ -7,7 +7,7 @@
 // gateway call fits inside its attempt: a Retry-After hold and the HTTP timeout together.
 import { resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
+import { ApplicationFailure } from '@temporalio/common';
 import { DEFAULT_RETRY_AFTER_MS, SUBMIT_HEARTBEAT_EVERY_MS } from '../contract/failures';
 import type { PollSchedule } from '../contract/batch-options';
 import type { InlineDownload, JobCheck, PollOutcome, SubmitResult, VideoTarget } from '../contract/jobs';
@@ -23,6 +23,7 @@ import {
   RateLimitError,
 } from '../gateway/errors';
 import { appendJournal, readJournal, type JournalEntry } from '../results/jobs-journal';
+import { recordHeartbeat } from './heartbeat';
 import { fetchVideo } from './outputs';
 import { claimSteps, PaidElsewhere, type Claim } from './request-claims';
 import { allowedPath, type PathRoots } from './paths';
@@ -92,21 +93,6 @@ export interface CheckInput {
 interface SubmitHeartbeat {
   sending: boolean;
   jobId?: string;
-}
-
-/**
- * Records the submit attempt's heartbeat on the server and waits for it. `ctx.heartbeat` is sent in the
- * background (and throttled): a worker killed just after it, with the POST already out, would leave no trace,
- * and the retry would resend unflagged. If this fails, the POST is not sent (the attempt fails and retries).
- */
-async function recordHeartbeat(ctx: Context, details: SubmitHeartbeat): Promise<void> {
-  const { client, info } = ctx;
-  await client.workflowService.recordActivityTaskHeartbeat({
-    taskToken: info.taskToken,
-    namespace: info.activityNamespace,
-    identity: client.options.identity,
-    details: { payloads: [defaultPayloadConverter.toPayload(details)] },
-  });
 }
 
 /**

@@ -5,7 +5,7 @@
 // and the task would wait for a retry that happens to reach the right process.
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
-import { STATE_DIR } from './local-server';
+import { alive, STATE_DIR } from './local-server';
 
 /** Where the sessions of this folder register what they allow. */
 export const ALLOW_DIR = join(STATE_DIR, 'allow');
@@ -23,15 +23,6 @@ interface Registration extends Allowances {
 /** `<pid>-<n>.json`, and `.tmp` while it is written: one process may open several sessions. */
 const FILE_NAME = /^(\d+)-([0-9a-z]+)\.(json|tmp)$/;
 let sequence = 0;
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM'; // alive, someone else's
-  }
-}
 
 /** Records what this session's worker allows for the workers on `taskQueue`; returns the removal. */
 export async function registerAllowances(

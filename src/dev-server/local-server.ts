@@ -28,7 +28,8 @@ export interface LocalServerInfo {
   dbFile?: string;
 }
 
-function alive(pid: number): boolean {
+/** Whether a process with this pid runs (one of another user's too). */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

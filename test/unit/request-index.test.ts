@@ -207,7 +207,8 @@ describe('readRows: a first read of a big request index', () => {
     const env = new MockActivityEnvironment({ startToCloseTimeoutMs: 30_000 });
     let beats = 0;
     env.on('heartbeat', () => (beats += 1));
-    const page = (await env.run((i: typeof input) => activities.readRows(i), input)) as PageRow[];
+    const readPage = (i: typeof input) => activities.readRows(i);
+    const page = await env.run<[typeof input], PageRow[], typeof readPage>(readPage, input);
     expect(beats).toBeGreaterThanOrEqual(2);
     expect(page[0]?.prior?.reused).toMatchObject({ jobId: 'vid_0', reusedFrom: { batchId: A, rowId: 'r0' } });
   });
