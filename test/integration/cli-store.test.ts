@@ -89,6 +89,10 @@ describe.runIf(versitygw)('VIDBATCH_STORE: the input through an S3-compatible st
     expect(started.code, started.stderr).toBe(0);
     expect(started.stderr).not.toMatch(/Warning/);
     const batchId = /Started batch (batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(started.stderr)![1]!;
+    // It holds no gateway settings: the batch runs for the target its workers declare, and run says so.
+    expect(started.stderr).toContain(
+      `for ${sim.baseUrl} (the target the workers on task queue "vidbatch-1" declare)`,
+    );
     await rm(csv);
 
     const watched = await vidbatch(['watch', batchId], { cwd: starterDir, env: shared });
