@@ -64,8 +64,11 @@ export async function reusePlan(
 /** Prints the plan of `csv` as JSON on stdout, and the reuse and cost lines on stderr. */
 export async function printPlan(
   csv: ParsedCsv,
-  /** The gateway account the run would pay on (client/target.ts plannedTarget): it names the batch. */
-  target: string,
+  /**
+   * The gateway account the run would pay on (client/target.ts plannedTarget): it names the batch, and what the
+   * root paid for is counted for it. Unknown here: every row is counted as a new job, and the plan says why.
+   */
+  target: string | undefined,
   o: {
     outRoot?: string;
     fresh?: boolean;
@@ -76,13 +79,34 @@ export async function printPlan(
   },
 ): Promise<void> {
   const outRoot = resolve(o.outRoot || process.env.VIDBATCH_OUT_ROOT || 'out');
-  const batchId = batchIdFor(csv, { target, root: loadStoreSetting() ?? outRoot });
+  const batchId = target && batchIdFor(csv, { target, root: loadStoreSetting() ?? outRoot });
   if (o.enhance) assignRequestKeys(csv.rows, o.enhance);
-  const { plan: reuse, newRows, root } = await reusePlan(csv.rows, outRoot, batchId, !o.fresh);
+  const {
+    plan: reuse,
+    newRows,
+    root,
+  } = batchId
+    ? await reusePlan(csv.rows, outRoot, batchId, !o.fresh)
+    : {
+        plan: { doneEarlier: 0, reused: 0, followed: 0, settled: 0, newJobs: csv.rows.length },
+        newRows: csv.rows,
+        root: outRoot,
+      };
+  if (!batchId)
+    console.error(
+      'No gateway here (GATEWAY_BASE_URL, or --simulate): every row is counted as a new job. What an output root ' +
+        'already paid for is counted per gateway account.',
+    );
   const estimate = o.prices && estimateRows(newRows, o.prices);
   console.log(
     JSON.stringify(
-      { batchId, ...plan(csv.rows), reuse, ...(estimate ? { estimate } : {}), ...o.extra },
+      {
+        ...(batchId ? { batchId } : {}),
+        ...plan(csv.rows),
+        reuse,
+        ...(estimate ? { estimate } : {}),
+        ...o.extra,
+      },
       null,
       2,
     ),

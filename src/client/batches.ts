@@ -46,7 +46,8 @@ export function batchIdFor(csv: Pick<ParsedCsv, 'sha256'>, scope: BatchScope | s
 /**
  * A batch is named by its id or by the CSV it was made from. A CSV names every batch made from it (one per target
  * and root): the one of this process's scope when it is among them, else the latest started, and the others are
- * said. A batch Temporal has forgotten is found by its folder in the output root.
+ * said. A batch Temporal has forgotten is found by its folder in the output root; one not started yet is the one
+ * this process's scope would run.
  */
 export async function resolveBatchId(
   ref: string,
@@ -70,9 +71,11 @@ export async function resolveBatchId(
     for (const name of await readdir(root).catch(() => [] as string[]))
       if (name.startsWith(prefix) && BATCH_ID.test(name)) found.set(name, { started: 0 });
   }
+  const own = hint.scope && batchIdFor(csv, hint.scope);
+  // Not started yet: the batch this environment would run (`review --serve` before `run` waits for its rows).
+  if (!found.size && own) return own;
   if (!found.size)
     throw new Error(`no batch of ${ref} is known here (run it first, or name the batch by its id)`);
-  const own = hint.scope && batchIdFor(csv, hint.scope);
   const ids = [...found.keys()].sort((a, b) => found.get(b)!.started - found.get(a)!.started);
   const chosen = own && found.has(own) ? own : ids[0]!;
   if (ids.length > 1)
@@ -124,6 +127,26 @@ async function sayOlderBatchesOf(
   } catch {
     // Advice only: a server without visibility queries still runs the batch.
   }
+}
+
+/** The latest batch of `csv` for `target` whose results are in a shared store, if any. */
+async function keptInStore(
+  session: Session,
+  csv: Pick<ParsedCsv, 'sha256'>,
+  target: string,
+): Promise<{ batchId: string; outDir: string } | undefined> {
+  const prefix = `batch-${csv.sha256.slice(0, 16)}-`;
+  try {
+    for await (const w of session.client.workflow.list({ query: `WorkflowType = '${batchWorkflow.name}'` })) {
+      if (!w.workflowId.startsWith(prefix) || w.memo?.target !== target) continue;
+      if (typeof w.memo?.csvRef !== 'string' || !isStoreUrl(w.memo.csvRef)) continue;
+      const outDir = (await previousInput(session.client, w.workflowId))?.options.outDir;
+      if (outDir && isStoreUrl(outDir)) return { batchId: w.workflowId, outDir };
+    }
+  } catch {
+    // Advice only: a server without visibility queries still runs the batch.
+  }
+  return undefined;
 }
 
 /** A batch's own folder under a shared root: `<root>/<batchId>`. */
@@ -178,6 +201,15 @@ export async function startBatch(
   // The root the batch's folder goes in: --out-root, else the shared store, else the worker's.
   const root = options.outDir ?? storeUrl ?? outRoot;
   const batchId = batchIdFor(csv, { target: target.target, root });
+  // Without VIDBATCH_STORE, a batch of this file and target kept in the store is not started again here as a new
+  // batch of the local root (which would pay for every row again): said, nothing sent.
+  if (!storeUrl && !options.outDir) {
+    const kept = await keptInStore(session, csv, target.target);
+    if (kept)
+      throw new ConfigError(
+        `${kept.batchId} keeps its journal and results in ${kept.outDir}: set VIDBATCH_STORE (and the store's credentials) to run it again`,
+      );
+  }
   const { retryOf, priorOutDir, ...rest } = options;
   const previous = await session.client.workflow
     .getHandle(batchId)

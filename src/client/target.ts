@@ -25,28 +25,27 @@ export interface BatchTarget {
 
 /**
  * The target `plan` (or `run --dry-run`) plans for: `--simulate`'s, else this environment's gateway (as `run`
- * would pay on), else in a deployment (TEMPORAL_ADDRESS) the one its workers declare.
+ * would pay on), else in a deployment (TEMPORAL_ADDRESS) the one its workers declare; undefined when none is
+ * known here (the plan then counts every row as new).
  */
 export async function plannedTarget(
   simulate: boolean,
   stateFile: string,
   env = process.env,
-): Promise<string> {
+): Promise<string | undefined> {
   if (simulate) return simulatorTarget(stateFile);
   const baseUrl = env.GATEWAY_BASE_URL?.trim().replace(/\/+$/, '');
   if (baseUrl) return gatewayTarget(baseUrl, env.GATEWAY_ACCOUNT);
-  if (env.TEMPORAL_ADDRESS) {
-    const session = await openSession({ worker: false });
-    try {
-      return (await batchTarget(session, env)).target;
-    } finally {
-      await session.close();
-    }
+  if (!env.TEMPORAL_ADDRESS) return undefined;
+  const session = await openSession({ worker: false });
+  try {
+    return (await batchTarget(session, env)).target;
+  } catch (err) {
+    if (err instanceof ConfigError) return undefined; // no worker declares one yet
+    throw err;
+  } finally {
+    await session.close();
   }
-  throw new ConfigError(
-    'which gateway is this for? Set GATEWAY_BASE_URL (and GATEWAY_ACCOUNT) as for `run`, or give --simulate: ' +
-      'what a root already paid for is counted per gateway account',
-  );
 }
 
 /** The target `session`'s batches run for (see the file comment). */

@@ -5,6 +5,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'csv-stringify/sync';
+import { gatewayTarget } from '../../src/config';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseCsv } from '../../src/input/csv';
 import { readManifest } from '../../src/results/manifest';
@@ -146,6 +147,8 @@ describe('operator commands', () => {
     expect((await retryHandle.describe()).memo).toEqual({
       retryOf: batchId,
       csvPath: expect.stringMatching(/\.csv$/) as unknown,
+      // It pays on the original's account: the target its workers declare.
+      target: gatewayTarget(env.sim.baseUrl),
     });
   });
 
