@@ -12,7 +12,7 @@ dir=$(mktemp -d /tmp/vidbatch-index-worker-XXXX)
 root=$dir/out
 pids=()
 cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$dir"
 }
@@ -30,7 +30,7 @@ $cli simulator --job-seconds 1 >"$dir/sim.log" 2>&1 &
 pids+=($!)
 waitfor "$dir/sim.log" 'GATEWAY_API_KEY='
 eval "$(grep '^export GATEWAY_' "$dir/sim.log")"
-mkdir -p "$dir/server" && (cd "$dir/server" && $cli server >"$dir/server.log" 2>&1) &
+mkdir -p "$dir/server" && (cd "$dir/server" && exec $cli server >"$dir/server.log" 2>&1) &
 pids+=($!)
 waitfor "$dir/server.log" 'Temporal gRPC address'
 TEMPORAL_ADDRESS=$(sed -n 's/.*Temporal gRPC address: \([^ ]*\).*/\1/p' "$dir/server.log" | head -1)
