@@ -30,7 +30,9 @@ $cli simulator --job-seconds 1 >"$dir/sim.log" 2>&1 &
 pids+=($!)
 waitfor "$dir/sim.log" 'GATEWAY_API_KEY='
 eval "$(grep '^export GATEWAY_' "$dir/sim.log")"
-mkdir -p "$dir/server" && (cd "$dir/server" && exec $cli server >"$dir/server.log" 2>&1) &
+mkdir -p "$dir/server"
+# Its own folder, and its own pid (not a subshell's): SIGINT stops it and its Temporal dev server.
+env -C "$dir/server" $cli server >"$dir/server.log" 2>&1 &
 pids+=($!)
 waitfor "$dir/server.log" 'Temporal gRPC address'
 TEMPORAL_ADDRESS=$(sed -n 's/.*Temporal gRPC address: \([^ ]*\).*/\1/p' "$dir/server.log" | head -1)
