@@ -95,6 +95,15 @@ export function gatewayTarget(baseUrl: string, account?: string): string {
   return `${normal}#${label}`;
 }
 
+/**
+ * The target this environment's gateway settings name (GATEWAY_BASE_URL, GATEWAY_ACCOUNT), without needing a key:
+ * what a starter or an operator command that holds no worker pays on, when set. Undefined: none set.
+ */
+export function environmentTarget(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const baseUrl = env.GATEWAY_BASE_URL?.trim().replace(/\/+$/, '');
+  return baseUrl ? gatewayTarget(baseUrl, env.GATEWAY_ACCOUNT) : undefined;
+}
+
 /** The target of `--simulate`: the folder's simulator, never a paid gateway. */
 export const simulatorTarget = (stateFile: string) => `simulate:${resolve(stateFile)}`;
 

@@ -89,7 +89,10 @@ export async function claimRequest(
       // The end of the chain: the latest job paid for the request is followed, never paid again.
       if (!claim) {
         if (paid) throw paid;
-        continue; // gone between the start and the look (past its retention): take it now
+        // Gone between the start and the look (past its retention): take it now, within the same short wait.
+        if (Date.now() >= waitUntil)
+          throw new NotSentError(WAIT_IN_ATTEMPT_MS, 'not sent: the claim of the request is being replaced');
+        continue;
       }
       const holder = claim.memo?.holder as ClaimHolder | undefined;
       const status = claim.status.name;

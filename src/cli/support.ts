@@ -119,15 +119,15 @@ export async function withBatch<T>(
   fn: (session: Session, batchId: string) => Promise<T>,
   outRoot?: string,
 ): Promise<T> {
-  const [{ resolveBatchId }, { gatewayTarget }] = await Promise.all([
+  const [{ resolveBatchId }, { environmentTarget }] = await Promise.all([
     import('../client/batches'),
     import('../config'),
   ]);
   const env = process.env;
   const root = env.VIDBATCH_STORE || outRoot || env.VIDBATCH_OUT_ROOT || 'out';
-  const baseUrl = env.GATEWAY_BASE_URL?.trim();
+  const target = environmentTarget(env);
   return withSession(async (s) => {
-    const scope = baseUrl ? { target: gatewayTarget(baseUrl, env.GATEWAY_ACCOUNT), root } : undefined;
+    const scope = target ? { target, root } : undefined;
     const batchId = await resolveBatchId(ref, s.client, { ...(scope ? { scope } : {}), outRoot: root });
     return fn(s, batchId);
   });

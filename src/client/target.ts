@@ -2,7 +2,7 @@
 // may hold no gateway settings, so its batches run for the target the workers on its task queue declare in
 // their identity (contract/target.ts), and `run` says which.
 import proto from '@temporalio/proto';
-import { gatewayTarget, simulatorTarget } from '../config';
+import { environmentTarget, simulatorTarget } from '../config';
 import { declaredTarget } from '../contract/target';
 import { ConfigError } from '../errors';
 import { openSession, type Session } from './session';
@@ -34,9 +34,8 @@ export async function plannedTarget(
   env = process.env,
 ): Promise<string | undefined> {
   if (simulate) return simulatorTarget(stateFile);
-  const baseUrl = env.GATEWAY_BASE_URL?.trim().replace(/\/+$/, '');
-  if (baseUrl) return gatewayTarget(baseUrl, env.GATEWAY_ACCOUNT);
-  if (!env.TEMPORAL_ADDRESS) return undefined;
+  const own = environmentTarget(env);
+  if (own || !env.TEMPORAL_ADDRESS) return own;
   const session = await openSession({ worker: false });
   try {
     return (await batchTarget(session, env)).target;
@@ -65,8 +64,8 @@ export async function batchTarget(
   const [only] = declared;
   if (only) return { target: only, from: 'declared' };
   // No worker yet (a starter run before the workers): this process's own gateway setting, when it has one.
-  const baseUrl = env.GATEWAY_BASE_URL?.trim().replace(/\/+$/, '');
-  if (baseUrl) return { target: gatewayTarget(baseUrl, env.GATEWAY_ACCOUNT), from: 'environment' };
+  const own = environmentTarget(env);
+  if (own) return { target: own, from: 'environment' };
   throw new ConfigError(
     `no worker polls task queue "${session.taskQueue}", so no gateway target is declared: start \`vidbatch worker\` ` +
       '(it declares the gateway account it pays on), or set GATEWAY_BASE_URL (and GATEWAY_ACCOUNT, if one URL ' +
