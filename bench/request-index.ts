@@ -283,6 +283,7 @@ async function read(root: string, keysFile: string) {
     peakRssMB: Math.round(Math.max(peakRss, process.resourceUsage().maxRSS * 1024) / 2 ** 20),
     heldRssMB: Math.round(m.rss / 2 ** 20),
     ...(gc ? { heldHeapMB: Math.round(m.heapUsed / 2 ** 20) } : {}),
+    heldBuffersMB: Math.round(m.arrayBuffers / 2 ** 20),
   };
 }
 

@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { isContentRefusal, JOB_GONE_CODE, type PromptResult } from '../contract/prompt';
 import type { JournalEntry } from './jobs-journal';
 import type { RecordFold } from './prior';
+import { grown, StringSet, utf8, type Codec } from './string-set';
 
 /**
  * Error codes of rows whose job may still end with a video: vidbatch stopped waiting for it, or lost its
@@ -147,7 +148,7 @@ export class Spill {
   }
 }
 
-/** Values a row holds one of (statuses, error codes), each kept once: a row holds its number (up to 65,535). */
+/** Values a row holds one of (statuses, error codes), each kept once: a row holds its number (up to 254). */
 export class Interned {
   private readonly values: unknown[] = [undefined];
   private readonly numbers = new Map<unknown, number>([[undefined, 0]]);
@@ -156,7 +157,7 @@ export class Interned {
   of(value: unknown): number | undefined {
     let n = this.numbers.get(value);
     if (n === undefined) {
-      if (this.values.length > 0xfffe) return undefined;
+      if (this.values.length > 0xfe) return undefined;
       n = this.values.push(value) - 1;
       this.numbers.set(value, n);
     }
@@ -168,12 +169,33 @@ export class Interned {
   }
 }
 
+/** A request key as input/request-key.ts makes it: 24 hex characters of a hash, then `/` and the rest. */
+const HASHED = /^[0-9a-f]{24}\//;
+
+/** Request keys in bytes: a made one in 13 bytes and its rest (a hand-edited one as it is, after a 0). */
+const requestKeys: Codec = {
+  maxBytes: (text) => 1 + utf8.maxBytes(text),
+  encode(text, into) {
+    if (!HASHED.test(text)) {
+      into[0] = 0;
+      return 1 + into.write(text, 1);
+    }
+    into[0] = 1;
+    into.write(text.slice(0, 24), 1, 'hex');
+    return 13 + into.write(text.slice(25), 13);
+  },
+  decode: (bytes, start, end) =>
+    bytes[start] === 0
+      ? bytes.toString('utf8', start + 1, end)
+      : `${bytes.toString('hex', start + 1, start + 13)}/${bytes.toString('utf8', start + 13, end)}`,
+};
+
 /** A spill position: none. */
 const NONE = -1;
 /** A spill position: the spill could not take it, the fold holds it in `here`. */
 const HERE = -2;
 /** An interned value: past Interned's numbers, held in the fold's `here`. */
-const UNINTERNED = 0xffff;
+const UNINTERNED = 0xff;
 
 /**
  * One batch folder's rows as the index sees them: the part of PriorFold (results/prior.ts) a lookup decides
@@ -181,23 +203,24 @@ const UNINTERNED = 0xffff;
  * video in the spill.
  */
 export class RequestFold implements RecordFold {
-  private readonly slotOfRow = new Map<string, number>();
-  /** Each request key to the slot of the first row that mentioned it; `moreRows`, any other (a hand edit). */
-  private readonly slotOfRequest = new Map<string, number>();
-  private readonly moreRows = new Map<string, number[]>();
+  /** Row ids: a row's slot is its id's number. */
+  private readonly rowIds = new StringSet();
+  /** Request keys, each kept once; `requestOf` a row's latest (its number, -1: none). */
+  private readonly requests = new StringSet(requestKeys);
+  private requestOf = new Int32Array(0);
+  /** Each request key's number to the slot of the first row that mentioned it; `moreRows`, any other (a hand edit). */
+  private firstRow = new Int32Array(0);
+  private readonly moreRows = new Map<number, number[]>();
   private size = 0;
-  private readonly rowIds: string[] = [];
-  /** The row's latest request key. */
-  private readonly requests: (string | undefined)[] = [];
-  private status = new Uint16Array(0);
-  private errorCode = new Uint16Array(0);
+  private status = new Uint8Array(0);
+  private errorCode = new Uint8Array(0);
   /** Generation of the row's latest job (-1: none), and the job id's place in the spill. */
   private jobGeneration = new Int32Array(0);
   private jobAt = new Float64Array(0);
   private jobLength = new Uint16Array(0);
   /** Unknown outcomes as the manifest's final state counts them, and as the journal does. */
-  private manifestUnknown = new Uint16Array(0);
-  private journalUnknown = new Uint16Array(0);
+  private manifestUnknown = new Uint8Array(0);
+  private journalUnknown = new Uint8Array(0);
   /** The last succeeded line's video, as JSON: its place in the spill. */
   private keptAt = new Float64Array(0);
   private keptLength = new Uint32Array(0);
@@ -210,35 +233,36 @@ export class RequestFold implements RecordFold {
   ) {}
 
   private slot(rowId: string): number {
-    let slot = this.slotOfRow.get(rowId);
-    if (slot !== undefined) return slot;
-    slot = this.size++;
+    const slot = this.rowIds.add(rowId);
+    if (slot < this.size) return slot;
+    this.size = slot + 1;
     if (slot >= this.status.length) this.grow(Math.max(1024, slot * 2));
-    this.slotOfRow.set(rowId, slot);
-    this.rowIds.push(rowId);
-    this.requests.push(undefined);
+    this.requestOf[slot] = -1;
     this.jobGeneration[slot] = -1;
     this.jobAt[slot] = NONE;
     this.keptAt[slot] = NONE;
     return slot;
   }
 
+  /** Lets go of the room kept for rows not yet read (a folder that gains rows grows again). */
+  trim(): void {
+    if (this.status.length > this.size) this.grow(this.size);
+    if (this.firstRow.length > this.requests.size) this.firstRow = grown(this.firstRow, this.requests.size);
+    this.rowIds.trim();
+    this.requests.trim();
+  }
+
   private grow(capacity: number): void {
-    type Flat = Uint16Array | Uint32Array | Int32Array | Float64Array;
-    const grown = <T extends Flat>(a: T): T => {
-      const b = new (a.constructor as new (n: number) => T)(capacity);
-      b.set(a);
-      return b;
-    };
-    this.status = grown(this.status);
-    this.errorCode = grown(this.errorCode);
-    this.jobGeneration = grown(this.jobGeneration);
-    this.jobAt = grown(this.jobAt);
-    this.jobLength = grown(this.jobLength);
-    this.manifestUnknown = grown(this.manifestUnknown);
-    this.journalUnknown = grown(this.journalUnknown);
-    this.keptAt = grown(this.keptAt);
-    this.keptLength = grown(this.keptLength);
+    this.requestOf = grown(this.requestOf, capacity);
+    this.status = grown(this.status, capacity);
+    this.errorCode = grown(this.errorCode, capacity);
+    this.jobGeneration = grown(this.jobGeneration, capacity);
+    this.jobAt = grown(this.jobAt, capacity);
+    this.jobLength = grown(this.jobLength, capacity);
+    this.manifestUnknown = grown(this.manifestUnknown, capacity);
+    this.journalUnknown = grown(this.journalUnknown, capacity);
+    this.keptAt = grown(this.keptAt, capacity);
+    this.keptLength = grown(this.keptLength, capacity);
   }
 
   private keepHere(slot: number, field: string, value: unknown): void {
@@ -249,13 +273,13 @@ export class RequestFold implements RecordFold {
     return this.here?.get(`${slot}/${field}`);
   }
 
-  private intern(codes: Uint16Array, slot: number, field: string, value: unknown): void {
+  private intern(codes: Uint8Array, slot: number, field: string, value: unknown): void {
     const n = this.codes.of(value);
     codes[slot] = n ?? UNINTERNED;
     if (n === undefined) this.keepHere(slot, field, value);
   }
 
-  private interned(codes: Uint16Array, slot: number, field: string): unknown {
+  private interned(codes: Uint8Array, slot: number, field: string): unknown {
     const n = codes[slot]!;
     return n === UNINTERNED ? this.fromHere(slot, field) : this.codes.value(n);
   }
@@ -277,12 +301,14 @@ export class RequestFold implements RecordFold {
   /** A record names the row's request key: the row is found by it (the same string is kept once). */
   private mention(request: unknown, slot: number): void {
     if (typeof request !== 'string') return;
-    if (request && this.requests[slot] !== request) this.requests[slot] = request;
-    const first = this.slotOfRequest.get(request);
-    if (first === undefined) this.slotOfRequest.set(request, slot);
-    else if (first !== slot) {
-      const more = this.moreRows.get(request) ?? [];
-      if (!more.includes(slot)) this.moreRows.set(request, [...more, slot]);
+    const known = this.requests.size;
+    const n = this.requests.add(request);
+    if (n >= this.firstRow.length) this.firstRow = grown(this.firstRow, Math.max(1024, n * 2));
+    if (n === known) this.firstRow[n] = slot;
+    if (request) this.requestOf[slot] = n;
+    if (this.firstRow[n] !== slot) {
+      const more = this.moreRows.get(n) ?? [];
+      if (!more.includes(slot)) this.moreRows.set(n, [...more, slot]);
     }
   }
 
@@ -295,7 +321,7 @@ export class RequestFold implements RecordFold {
   }
 
   private unknowns(n: unknown): number {
-    return Math.min(Number(n) || 0, 0xffff);
+    return Math.min(Number(n) || 0, 0xff);
   }
 
   /** A manifest line: as PriorFold.record, with the video another batch would reuse. */
@@ -334,10 +360,10 @@ export class RequestFold implements RecordFold {
 
   /** The rows that mentioned `request` whose latest key it still is. */
   rowsOf(request: string): number[] {
-    const first = this.slotOfRequest.get(request);
-    if (first === undefined) return [];
-    const rows = [first, ...(this.moreRows.get(request) ?? [])];
-    return rows.filter((slot) => this.requests[slot] === request);
+    const n = this.requests.find(request);
+    if (n < 0) return [];
+    const rows = [this.firstRow[n]!, ...(this.moreRows.get(n) ?? [])];
+    return rows.filter((slot) => this.requestOf[slot] === n);
   }
 
   statusOf(slot: number): PromptResult['status'] | undefined {
@@ -373,11 +399,12 @@ export class RequestFold implements RecordFold {
 
   /** The row as a lookup offers it, with its video when it kept one (`kept`, read by keptOf). */
   view(slot: number, jobId: string | undefined, kept?: KeptVideo): RowView {
-    const request = this.requests[slot];
+    const n = this.requestOf[slot]!;
+    const request = n < 0 ? undefined : this.requests.text(n);
     const status = this.statusOf(slot);
     const errorCode = this.errorCodeOf(slot);
     return {
-      rowId: this.rowIds[slot]!,
+      rowId: this.rowIds.text(slot),
       ...(request ? { request } : {}),
       ...(status ? { status } : {}),
       ...(errorCode ? { errorCode } : {}),

@@ -90,6 +90,7 @@ export class RequestIndex {
         this.folders.set(name, folder);
       }
       folder.fold = (await folder.reader.update(progress)).fold;
+      folder.fold.trim();
       progress?.();
     }
     return this;

@@ -27,6 +27,32 @@ async function folder(root: string, batchId: string, manifest: object[], journal
 const at = '2026-11-25T00:00:00.000Z';
 
 describe('RequestIndex', () => {
+  it('finds each request by its exact key, as input/request-key.ts makes them or as a hand edit left them', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'vidbatch-index-'));
+    const made = '0123456789abcdef01234567';
+    const keys = [
+      `${made}/1`,
+      `${made}/2`,
+      `${made}/take two/1`,
+      `${made.toUpperCase()}/1`, // not a made key: kept as written, a different request
+      `${made}1`,
+      'hand-made ✓',
+    ];
+    await folder(
+      root,
+      A,
+      keys.map((request, i) =>
+        promptResult(`r${i}`, { status: 'failed', errorCode: 'cancelled', jobId: `vid_${i}`, request }),
+      ),
+    );
+    const index = await new RequestIndex(root).refresh(C);
+    keys.forEach((request, i) =>
+      expect(index.lookup(request, B)?.follow?.view).toMatchObject({ rowId: `r${i}`, request }),
+    );
+    expect(index.lookup(`${made}/3`, B)).toBeUndefined();
+    expect(index.lookup(`${made.slice(0, 23)}/1`, B)).toBeUndefined();
+  });
+
   it('offers a kept video, else a job that may still finish, and counts unknown outcomes; never the own batch', async () => {
     const root = await mkdtemp(join(tmpdir(), 'vidbatch-index-'));
     await folder(
