@@ -13,6 +13,8 @@
 //    worker has learned the job latency); status checks too short (3 s) to fetch a video with them, so the
 //    download activity fetches it (in A to H, the check that finds a job completed fetches its video).
 import { rm, mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -69,6 +71,16 @@ const session: Session = {
 const skipped = new Set<string>();
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+// A Slack-style receiver that takes every notice: batch B's pause and end are told (notice workflows recorded).
+const receiver = createServer((req, res) => req.resume().on('end', () => res.writeHead(200).end()));
+await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+const notify = [
+  {
+    url: `slack+http://127.0.0.1:${(receiver.address() as AddressInfo).port}/slack`,
+    shown: 'slack+http://127.0.0.1/…',
+  },
+];
+
 async function csv(name: string, prompts: string[]): Promise<string> {
   const path = join(dir, `${name}.csv`);
   await writeFile(path, stringify([['id', 'prompt'], ...prompts.map((p, i) => [`${name}${i + 1}`, p])]));
@@ -99,7 +111,7 @@ await worker.runUntil(async () => {
   );
   console.log('A', await result(a));
 
-  const b = await run('b', ['a calm sea', 'a desert road', 'a rainy street'], { concurrency: 3 });
+  const b = await run('b', ['a calm sea', 'a desert road', 'a rainy street'], { concurrency: 3, notify });
   const key = [...sim.state.keys.values()][0]!;
   while (((await getProgress(b.handle))?.inFlight ?? 0) < 3) await pause(50);
   key.enabled = false;
@@ -217,3 +229,4 @@ await nativeConnection.close();
 await client.connection.close();
 await sim.close();
 await server.stop();
+receiver.close();

@@ -5,6 +5,7 @@ import { rm, utimes, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { loadNoticeSecret } from './notices/deliver';
 import { createActivities } from './activities';
 import { openStore } from './store/open-store';
 import type { PathRoots } from './activities/paths';
@@ -45,6 +46,8 @@ export interface CreateWorkerOptions {
   maxConcurrentActivities?: number;
   /** Pin the gateway queue's rate limit (requests/second); default: learned (docs/rate-budget.md). */
   gatewayRps?: number;
+  /** The webhook secret notices are signed with; default VIDBATCH_NOTIFY_SECRET(_FILE) (none: unsigned notices fail). */
+  noticeSecret?: string;
 }
 
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
@@ -63,6 +66,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     outRoot,
     roots: options.roots,
     ...(options.store ? { store: await openStore(options.store, outRoot) } : {}),
+    noticeSecret: options.noticeSecret ?? loadNoticeSecret(),
   });
   // Gateway calls run only on the gateway queue, where its rate limit paces them.
   const gatewayCalls: readonly string[] = GATEWAY_ACTIVITIES;

@@ -4,6 +4,7 @@ import type { GatewayClient } from '../gateway/client';
 import type { ObjectStore } from '../store/object-store';
 import { createEnhanceActivities } from './enhance';
 import { createJobActivities } from './jobs';
+import { createNoticeActivities } from './notices';
 import { createOutputActivities } from './outputs';
 import type { PathRoots } from './paths';
 import { createPromptActivities } from './prompts';
@@ -18,6 +19,8 @@ export interface ActivityDeps {
   roots?: PathRoots;
   /** The shared object store (VIDBATCH_STORE) where batches started with one keep their CSV and rows. */
   store?: ObjectStore;
+  /** The webhook secret notices are signed with (notices/deliver.ts loadNoticeSecret); undefined: none. */
+  noticeSecret?: string;
 }
 
 /** readRows, enhancePrompt, submitJob, checkJob, pollJob, downloadVideo, recordResults, endedPrompts. */
@@ -29,6 +32,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createOutputActivities(deps.outRoot, deps.roots),
     ...createRateBudgetActivities(),
     ...createPromptActivities(),
+    ...createNoticeActivities(deps.noticeSecret, deps.outRoot),
   };
 }
 

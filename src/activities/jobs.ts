@@ -79,6 +79,11 @@ export interface PollInput {
   spare?: boolean;
   /** Where the video goes: the check that finds the job succeeded fetches it too (PollOutcome.download). */
   download?: VideoTarget;
+  /**
+   * A late check (workflows/late-video.ts): the row already ended; `submittedAt` is its end, `deadlineAt` the end
+   * of its late window. What it finds teaches the latency estimate nothing, and is not counted again.
+   */
+  late?: boolean;
 }
 
 export interface CheckInput {
@@ -444,6 +449,9 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
     async pollJob(input: PollInput): Promise<PollOutcome> {
       const { jobId, submittedAt, poll, deadlineAt, unblockedAt } = input;
       const { attempt } = Context.current().info;
+      // A row counts as finished once: a late check's end is counted apart (a video that arrived late, or not).
+      const finished = (tags: { status: string; code: string }) =>
+        input.late ? count('vidbatch_late_checks_ended', tags) : count('vidbatch_jobs_finished', tags);
       const now = Date.now();
       const timing = nextCheck(poll, attempt, jobId, now - submittedAt, latency, {
         firstCheckDue: input.checkNow === true && (attempt === 1 || input.spare === true),
@@ -471,7 +479,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         if (err instanceof NotSentError) throw notSent(err);
         countGatewayError(err, 'status', gateway);
         if (err instanceof NotFoundError) {
-          count('vidbatch_jobs_finished', { status: 'failed', code: JOB_GONE_CODE });
+          finished({ status: 'failed', code: JOB_GONE_CODE });
           return {
             status: 'failed',
             errorCode: JOB_GONE_CODE,
@@ -484,7 +492,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         // A job the gateway keeps answering badly (5xx, an unreadable body) ends at its deadline like one
         // that never finishes: the row must end, and the batch with it.
         if (deadlineAt !== undefined && sentAt >= deadlineAt && !failure.nonRetryable) {
-          count('vidbatch_jobs_finished', { status: 'failed', code: 'deadline_exceeded' });
+          finished({ status: 'failed', code: 'deadline_exceeded' });
           return {
             status: 'failed',
             errorCode: 'deadline_exceeded',
@@ -494,10 +502,15 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         }
         throw failure;
       }
-      const checkedAge = Date.now() - submittedAt;
-      latency.checked(jobId, checkedAge, job.status === 'completed' || job.status === 'failed');
+      // A late check's age counts from the row's end, and its job is long past the learned latency.
+      if (!input.late)
+        latency.checked(
+          jobId,
+          Date.now() - submittedAt,
+          job.status === 'completed' || job.status === 'failed',
+        );
       if (job.status === 'gone') {
-        count('vidbatch_jobs_finished', { status: 'failed', code: JOB_GONE_CODE });
+        finished({ status: 'failed', code: JOB_GONE_CODE });
         return {
           status: 'failed',
           errorCode: JOB_GONE_CODE,
@@ -506,7 +519,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         };
       }
       if (job.status === 'completed' && !job.url) {
-        count('vidbatch_jobs_finished', { status: 'failed', code: NO_VIDEO_URL_CODE });
+        finished({ status: 'failed', code: NO_VIDEO_URL_CODE });
         return {
           status: 'failed',
           errorCode: NO_VIDEO_URL_CODE,
@@ -515,7 +528,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         };
       }
       if (job.status === 'completed') {
-        count('vidbatch_jobs_finished', { status: 'succeeded', code: '' });
+        finished({ status: 'succeeded', code: '' });
         // Not a spare check: the due check cancels it when it comes and would fetch the same file alongside.
         const download =
           input.download && job.url && !input.spare
@@ -524,7 +537,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         return { status: 'succeeded', url: job.url, polls: attempt, ...(download ? { download } : {}) };
       }
       if (job.status === 'failed') {
-        count('vidbatch_jobs_finished', { status: 'failed', code: job.error?.code ?? 'job_failed' });
+        finished({ status: 'failed', code: job.error?.code ?? 'job_failed' });
         return {
           status: 'failed',
           errorCode: job.error?.code ?? 'job_failed',
@@ -539,7 +552,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
           status: job.rawStatus,
         });
       if (deadlineAt !== undefined && sentAt >= deadlineAt) {
-        count('vidbatch_jobs_finished', { status: 'failed', code: 'deadline_exceeded' });
+        finished({ status: 'failed', code: 'deadline_exceeded' });
         return {
           status: 'failed',
           errorCode: 'deadline_exceeded',

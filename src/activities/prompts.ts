@@ -1,6 +1,7 @@
 // What became of prompts that ended without their batch hearing of it (terminated by someone, or their end
 // signal lost): the batch asks now and then about those an earlier run of it started, as no run after that one
-// is told when they close. Uses the worker's own client, so it needs no settings.
+// is told when they close. A prompt still checking its job for a late video after its row ended has ended its
+// row. Uses the worker's own client, so it needs no settings.
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
@@ -10,7 +11,9 @@ import {
   type PromptInput,
   type PromptResult,
 } from '../contract/prompt';
+import { rowEndedQuery } from '../contract/messages';
 import { MAX_PAGE_BYTES, rowFields } from '../contract/rows';
+import { StateAttr } from '../contract/search-attributes';
 
 export interface EndedPromptsInput {
   batchId: string;
@@ -49,7 +52,13 @@ async function endedPrompt(client: Client, workflowId: string): Promise<PromptRe
     if (err instanceof WorkflowNotFoundError) return undefined; // past the namespace's retention: nothing to read
     throw err;
   });
-  if (!description || description.status.name === 'RUNNING') return undefined;
+  if (!description) return undefined;
+  if (description.status.name === 'RUNNING') {
+    // Its row ended, and it watches its job for a late video (workflows/late-video.ts): the row's end is what
+    // the batch waits for, not the watch's.
+    if (description.typedSearchAttributes.get(StateAttr) !== 'late') return undefined;
+    return handle.query(rowEndedQuery).catch(() => undefined);
+  }
   const { status, closeTime } = description;
   if (status.name === 'COMPLETED') return (await handle.result()) as PromptResult;
   const history = await handle.fetchHistory();

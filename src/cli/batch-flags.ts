@@ -10,11 +10,23 @@ import {
   DEFAULT_PAUSE_AFTER_UNKNOWN,
   DEFAULT_SUBMIT_TIMEOUT_MS,
   DEFAULT_UNREACHABLE_PAUSE_MS,
+  DEFAULT_LATE_CHECK_MS,
+  DEFAULT_LATE_FOR_MS,
+  LATE_CHECK_CAP,
   concurrencyProblem,
   type VerifyMode,
 } from '../contract/batch-options';
 import { GROUP } from './help-groups';
-import { fraction, numberIn, positive, positiveSeconds, seconds, wholeNumber } from './support';
+import {
+  duration,
+  durationText,
+  fraction,
+  numberIn,
+  positive,
+  positiveSeconds,
+  seconds,
+  wholeNumber,
+} from './support';
 
 /** The window: what the setConcurrency update accepts too (BatchState.checkConcurrency). */
 export function windowSize(value: string): number {
@@ -45,7 +57,8 @@ export function addRateBudgetFlags(command: Command): Command {
         "priority of this batch's gateway calls on the shared rate budget, 1 goes first (default 3)",
       )
         .helpGroup(GROUP.rateBudget)
-        .argParser(oneToFive),
+        .argParser(oneToFive)
+        .hideHelp(), // docs/rate-budget.md
     )
     .addOption(
       new Option(
@@ -137,6 +150,23 @@ export function addSpendSafetyFlags(command: Command): Command {
       )
         .argParser(positiveSeconds)
         .hideHelp(),
+    )
+    .addOption(
+      new Option(
+        '--late-for <duration>',
+        `after a row ended deadline_exceeded or cancelled with a job id, keep checking that job this long (e.g. 90m, 24h; 0 = not at all) and keep its video if it arrives, while a worker runs (default ${durationText(DEFAULT_LATE_FOR_MS)})`,
+      )
+        .helpGroup(GROUP.spendSafety)
+        .argParser(duration)
+        .hideHelp(), // docs/spend-safety.md#late-videos: the default suits nearly everyone
+    )
+    .addOption(
+      new Option(
+        '--late-check <s>',
+        `with --late-for: the first check of such a job this long after its row ended, each later one waiting half as long again, up to ${LATE_CHECK_CAP} times this (default ${DEFAULT_LATE_CHECK_MS / 1000})`,
+      )
+        .argParser(positiveSeconds)
+        .hideHelp(),
     );
 }
 
@@ -222,5 +252,7 @@ export function scheduleAndSpendOptions(o: Record<string, unknown>): StartBatchO
     ...(o.priority !== undefined ? { priority: o.priority as number } : {}),
     ...(o.weight !== undefined ? { weight: o.weight as number } : {}),
     ...(o.verify !== undefined ? { verify: o.verify as VerifyMode } : {}),
+    ...(o.lateFor !== undefined ? { lateForMs: o.lateFor as number } : {}),
+    ...(o.lateCheck !== undefined ? { lateCheckMs: o.lateCheck as number } : {}),
   };
 }

@@ -4,6 +4,7 @@ import { dirname } from 'node:path';
 import type { PathRoots } from '../activities/paths';
 import { CancelledFailure, isGrpcServiceError, WorkflowFailedError } from '@temporalio/client';
 import { pollsHeldUntil } from '../client/batch-status';
+import { previousInput } from '../client/rerun';
 import type { StartedBatch } from '../client/batches';
 import type { BatchProgress } from '../contract/progress';
 import { openSession, type Session } from '../client/session';
@@ -15,7 +16,7 @@ import type { Prices } from '../results/prices';
 import { verificationLines } from '../results/verification-summary';
 import { startAndFollow } from '../starter';
 import { createProgressView } from './progress-view';
-import { EXIT, fail, spendSafetyLines, summaryLine } from './support';
+import { EXIT, fail, lateVideoLines, spendSafetyLines, summaryLine } from './support';
 
 /**
  * The session of a command that starts a batch. Following: a worker runs here unless TEMPORAL_ADDRESS points
@@ -168,6 +169,12 @@ export async function followInTerminal(session: Session, f: FollowInTerminal): P
       const final =
         result.manifestPath && (await summarizeManifest(result.manifestPath).catch(() => undefined));
       for (const line of verificationLines(final ? final.verification : undefined)) console.log(line);
+      // Jobs of rows that ended on their deadline or with the cancel may still bring their videos: who checks.
+      if (final && (final.lateJobs || final.arrivedLate)) {
+        const lateForMs = (await previousInput(session.client, batchId))?.options.lateForMs ?? 0;
+        const checkedBy = lateForMs <= 0 ? 'none' : session.worker ? 'here' : 'workers';
+        for (const line of lateVideoLines(final, { batchId, lateForMs, checkedBy })) console.log(line);
+      }
       if (result.stoppedReason)
         console.log(`Stopped early: ${result.stoppedReason}; ${result.notStarted} rows not submitted.`);
     }
@@ -180,8 +187,35 @@ export async function followInTerminal(session: Session, f: FollowInTerminal): P
       );
     }
     process.exitCode = result.failed > 0 || result.notStarted > 0 ? EXIT.rowsFailed : EXIT.ok;
+    if (result.notices?.length) await settleNotices(session, result.notices, abort.signal);
   } finally {
     view.stop();
     process.removeListener('SIGINT', onSigint);
+  }
+}
+
+/**
+ * The batch's notices once it ended. This process's worker is the one that delivers them (an embedded or local
+ * server's batch): it waits until each is delivered or given up (its retries are bounded), Ctrl-C leaving the
+ * rest; a deployment's workers deliver them on their own, so their state is only shown.
+ */
+async function settleNotices(session: Session, ids: string[], signal: AbortSignal): Promise<void> {
+  const { noticeOutcomes, noticeLines } = await import('../client/notice-status');
+  let shown = '';
+  for (;;) {
+    const outcomes = await noticeOutcomes(session.client, ids).catch(() => []);
+    const sending = outcomes.filter((o) => o.state === 'sending');
+    if (!session.worker || !sending.length || signal.aborted) {
+      for (const line of noticeLines(outcomes)) console.error(line);
+      if (sending.length && session.worker)
+        console.error(
+          'Stopped waiting: notices not yet delivered go when a worker runs on this queue again.',
+        );
+      return;
+    }
+    const line = noticeLines(sending).join('; ');
+    if (line !== shown) console.error(`${line} (waiting; Ctrl-C stops waiting)`);
+    shown = line;
+    await new Promise((r) => setTimeout(r, 1000));
   }
 }

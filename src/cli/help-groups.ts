@@ -7,4 +7,5 @@ export const GROUP = {
   rateBudget: 'Rate budget:',
   cost: 'Cost:',
   enhance: 'Prompt enhancement:',
+  notices: 'Notices:',
 } as const;

@@ -10,6 +10,7 @@ import { registerDownloadCommand } from './commands/download';
 import { registerListCommand } from './commands/list';
 import { registerPauseCommand } from './commands/pause';
 import { registerPlanCommand } from './commands/plan';
+import { registerReportCommand } from './commands/report';
 import { registerResultsCommand } from './commands/results';
 import { registerResumeCommand } from './commands/resume';
 import { registerReviewCommand } from './commands/review';
@@ -38,6 +39,7 @@ const GROUPS: [heading: string, commands: Register[]][] = [
       registerResultsCommand,
       registerDownloadCommand,
       registerReviewCommand,
+      registerReportCommand,
       registerRetryFailedCommand,
       registerListCommand,
     ],

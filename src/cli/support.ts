@@ -74,6 +74,28 @@ export const seconds = (value: string) => nonNegative(value) * 1000;
 /** Seconds > 0 (a timeout or deadline of 0 would mean none at all). */
 export const positiveSeconds = (value: string) => positive(value) * 1000;
 
+const DURATION_UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3600_000, d: 86_400_000 };
+
+/**
+ * A duration >= 0, in milliseconds: seconds (`90`), or a number with a unit (`30s`, `90m`, `24h`, `2d`).
+ * Refused like any other flag (exit 2) when it is neither.
+ */
+export function duration(value: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$/i.exec(value);
+  if (!m)
+    throw new InvalidArgumentError(
+      'must be a duration: seconds, or a number with a unit (30s, 90m, 24h, 2d)',
+    );
+  return Math.round(Number(m[1]) * DURATION_UNITS[(m[2] || 's').toLowerCase()]!);
+}
+
+/** "24 h", "90 min", "45 s": a duration as the summaries say it. */
+export function durationText(ms: number): string {
+  if (ms >= 3600_000 && ms % 3600_000 === 0) return `${ms / 3600_000} h`;
+  if (ms >= 60_000 && ms % 60_000 === 0) return `${ms / 60_000} min`;
+  return `${Math.round(ms / 100) / 10} s`;
+}
+
 export function waitForCtrlC(): Promise<void> {
   return new Promise((resolve) => {
     process.once('SIGINT', resolve);
@@ -167,6 +189,42 @@ export function spendSafetyLines(figures: {
   if (reused > 0)
     lines.push(
       `${reused} ${reused === 1 ? 'row reuses a video' : 'rows reuse videos'} another batch in this output root paid for (the same request; no new job): reusedFrom in the manifest names the batch and row; \`run --fresh\` pays again`,
+    );
+  return lines;
+}
+
+/** "2 videos arrived late, ...", or undefined for none. */
+export function arrivedLateLine(arrived: number): string | undefined {
+  if (arrived <= 0) return undefined;
+  return `${arrived} ${arrived === 1 ? 'video' : 'videos'} arrived late, after ${arrived === 1 ? 'its row' : 'their rows'} ended (deadline_exceeded or cancelled): kept as succeeded (arrivedLate in the manifest)`;
+}
+
+/**
+ * What a user must know about late videos (docs/spend-safety.md#late-videos): videos that arrived after their
+ * rows ended, and jobs of ended rows that may still finish, with how they will be fetched: `checkedBy` says who
+ * checks them (`workers`: a deployment's, on their own; `here`: only while a worker runs in this folder,
+ * as after `run` on the embedded server; `none`: --late-for 0).
+ */
+export function lateVideoLines(
+  figures: { arrivedLate?: number; lateJobs?: number },
+  o: { batchId: string; lateForMs: number; checkedBy: 'workers' | 'here' | 'none' },
+): string[] {
+  const arrived = arrivedLateLine(figures.arrivedLate ?? 0);
+  const lines = arrived ? [arrived] : [];
+  const due = figures.lateJobs ?? 0;
+  if (due === 0) return lines;
+  const jobs = `${due} ${due === 1 ? 'job' : 'jobs'} passed ${due === 1 ? 'its' : 'their'} deadline or ${due === 1 ? 'was' : 'were'} cancelled and may still finish (and be billed)`;
+  const fetch = `\`vidbatch download ${o.batchId}\` fetches what arrived`;
+  const window = durationText(o.lateForMs);
+  if (o.checkedBy === 'none' || o.lateForMs <= 0)
+    lines.push(`${jobs}: not checked any more (--late-for 0); ${fetch}`);
+  else if (o.checkedBy === 'workers')
+    lines.push(
+      `${jobs}: the workers check them for ${window} after their rows ended and keep any video that arrives (\`vidbatch status ${o.batchId}\` counts them)`,
+    );
+  else
+    lines.push(
+      `${jobs}: vidbatch checks them for ${window} after their rows ended while a worker runs here (the next \`vidbatch run\` in this folder, or \`vidbatch worker\`), keeping any video that arrives; meanwhile ${fetch}`,
     );
   return lines;
 }

@@ -20,8 +20,11 @@ import { batchHandle, checkSameVersion, getProgress } from './batch-handle';
 import { previousInput } from './rerun';
 import { isStoreUrl, joinStorePath } from '../store/store-url';
 import { loadStoreSetting } from '../config';
+import type { Session } from './session';
+import { pollersOf } from './target';
 
-export const PROMPT_STATES = ['submitting', 'running', 'blocked', 'succeeded', 'failed'] as const;
+/** A prompt's VidbatchState; `late`: its row ended, and it checks its job for a late video (workflows/late-video.ts). */
+export const PROMPT_STATES = ['submitting', 'running', 'blocked', 'succeeded', 'failed', 'late'] as const;
 
 export interface BatchStatus {
   batchId: string;
@@ -81,8 +84,10 @@ export async function promptStateCounts(
 ): Promise<BatchStatus['promptStates']> {
   const counts = {} as BatchStatus['promptStates'];
   for (const state of PROMPT_STATES) {
+    // `late` is a state of running prompts only: one ended from outside (terminated) keeps it as its last.
+    const running = state === 'late' ? " AND ExecutionStatus = 'Running'" : '';
     const { count } = await client.workflow.count(
-      `BatchId = '${batchId}' AND WorkflowType = 'promptWorkflow' AND VidbatchState = '${state}'`,
+      `BatchId = '${batchId}' AND WorkflowType = 'promptWorkflow' AND VidbatchState = '${state}'${running}`,
     );
     counts[state] = count;
   }
@@ -229,4 +234,24 @@ export async function findManifest(
  */
 export function localFolderOf(manifest: string, outRoot: string, batchId: string): string {
   return isStoreUrl(manifest) ? resolve(outRoot, batchId) : dirname(manifest);
+}
+
+/**
+ * The rows of a batch whose prompts check their jobs for late videos while a worker serves the batch's task
+ * queue (workflows/late-video.ts): `vidbatch download` leaves those to the workers. Empty when no worker polls
+ * the queue (as after `run` on the embedded server), or when none is checked.
+ */
+export async function lateChecksServed(session: Session, batchId: string): Promise<Set<string>> {
+  const served = new Set<string>();
+  const taskQueue = (
+    await batchHandle(session.client, batchId)
+      .describe()
+      .catch(() => undefined)
+  )?.taskQueue;
+  if (!taskQueue || (await pollersOf(session, taskQueue).catch(() => [])).length === 0) return served;
+  for await (const prompt of session.client.workflow.list({
+    query: `BatchId = '${batchId}' AND WorkflowType = 'promptWorkflow' AND VidbatchState = 'late' AND ExecutionStatus = 'Running'`,
+  }))
+    served.add(prompt.workflowId.slice(batchId.length + 1));
+  return served;
 }

@@ -19,7 +19,7 @@ import { openStore } from '../store/open-store';
 import { isStoreUrl } from '../store/store-url';
 import { batchWorkflow } from '../workflows';
 import { checkSameVersion, getProgress } from './batch-handle';
-import { previousInput, waitForTerminatedSubmits } from './rerun';
+import { endLateChecks, previousInput, waitForTerminatedSubmits } from './rerun';
 import type { Session } from './session';
 import { batchTarget, pollersOf, type BatchTarget } from './target';
 import { scopeDigest, type BatchScope } from './task-queue';
@@ -273,6 +273,8 @@ export async function startBatch(
       log,
       journalDir,
     );
+    // Prompts of the closed batch that still check their jobs for late videos hold their rows' workflow ids.
+    await endLateChecks(session.client, batchId).catch(() => 0);
   }
   // Workers read the rows by position from the rows file (input/rows-file.ts); one that finds it missing writes
   // it from the CSV. With a shared store (VIDBATCH_STORE), the CSV goes there too and the batch names it by URL,

@@ -3,7 +3,8 @@
 // across continue-as-new), so a terminated batch's prompts are terminated here, before its re-run starts them
 // again. A submit already on the wire goes on in its worker until the gateway answers (at most the submit
 // timeout) and only then journals its job id; a re-run that read the journal before that would pay for the
-// row again.
+// row again. A prompt still checking its job for a late video after its row ended is ended too: the re-run
+// checks that job itself.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
@@ -11,6 +12,8 @@ import type { BatchInput } from '../contract/batch';
 import { DEFAULT_SUBMIT_TIMEOUT_MS } from '../contract/batch-options';
 import { journalPath, type JournalEntry } from '../results/jobs-journal';
 import { JsonlTail } from '../results/jsonl';
+import { promptWorkflowId } from '../contract/prompt';
+import { StateAttr } from '../contract/search-attributes';
 
 /** The input the batch's latest run was started with (a continue-as-new run carries the same options). */
 export async function previousInput(client: Client, batchId: string): Promise<BatchInput | undefined> {
@@ -94,4 +97,53 @@ async function terminatePrompts(client: Client, batchId: string): Promise<number
     last = Date.now();
   }
   return last;
+}
+
+/** A prompt's states once its row ended: it may still run, checking its job for a late video (`late`). */
+const ROW_ENDED_STATES: ReadonlySet<unknown> = new Set(['late', 'failed', 'succeeded']);
+
+/**
+ * Ends the late checks a closed batch's prompts still make (workflows/late-video.ts: a row that ended on its
+ * deadline or with a cancel keeps checking its job for a late video), before its re-run starts those rows'
+ * prompts again under the same workflow ids: each such row's new prompt checks the same job first, so
+ * nothing is lost and nothing is paid again. Each running prompt's state is read from the prompt itself (a
+ * listing's search attributes may lag behind a state set just now). Returns how many were ended.
+ */
+export async function endLateChecks(client: Client, batchId: string): Promise<number> {
+  let ended = 0;
+  for await (const prompt of client.workflow.list({
+    query: `BatchId = '${batchId}' AND WorkflowType = 'promptWorkflow' AND ExecutionStatus = 'Running'`,
+  })) {
+    const handle = client.workflow.getHandle(prompt.workflowId);
+    const state = await handle
+      .describe()
+      .then((d) => (d.status.name === 'RUNNING' ? d.typedSearchAttributes.get(StateAttr) : undefined))
+      .catch(() => undefined);
+    if (!ROW_ENDED_STATES.has(state)) continue;
+    await handle
+      .terminate("its batch runs again: the re-run checks this row's job itself")
+      .then(() => (ended += 1))
+      .catch(() => undefined); // it ended meanwhile
+  }
+  return ended;
+}
+
+/**
+ * Ends the late checks of these rows' prompts, whose late videos were kept elsewhere (`vidbatch download`
+ * recorded them): no worker fetches them again. Prompts in another state are left alone.
+ */
+export async function endLateChecksOf(
+  client: Client,
+  batchId: string,
+  rowIds: readonly string[],
+  reason: string,
+): Promise<void> {
+  for (const rowId of rowIds) {
+    const handle = client.workflow.getHandle(promptWorkflowId(batchId, rowId));
+    const late = await handle
+      .describe()
+      .then((d) => d.status.name === 'RUNNING' && d.typedSearchAttributes.get(StateAttr) === 'late')
+      .catch(() => false);
+    if (late) await handle.terminate(reason).catch(() => undefined);
+  }
 }

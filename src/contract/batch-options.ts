@@ -1,6 +1,7 @@
 // A batch's options and their one table of defaults, applied by the client when it starts a batch. Imported
 // by workflow code: no Node built-ins.
 import type { EnhanceOptions } from './enhance';
+import type { NoticeTo } from './notice';
 
 /**
  * When to poll a job: first poll `firstPollMs` after submission, then every `intervalMs` growing by `backoff`
@@ -84,7 +85,26 @@ export interface BatchOptions {
    * (docs/enhance-prompts.md); rows of a CSV with `original_prompt` are sent as they are. Absent: no rewrite.
    */
   enhance?: EnhanceOptions;
+  /**
+   * Where notices go (`run --notify`, docs/the-morning-after.md): the batch's end, a guard rail's stop, a pause
+   * a person must act on. Absent or empty: none.
+   */
+  notify?: NoticeTo[];
+  /**
+   * Late videos (docs/spend-safety.md#late-videos): a row that ended `deadline_exceeded` or `cancelled` with a
+   * job id still has its job checked for this long after it ended, and a video that arrives is downloaded,
+   * verified and recorded. 0: no late checks. Absent in batches started before late videos (none).
+   */
+  lateForMs?: number;
+  /**
+   * The first late check this long after the row ended; each later one waits half as long again, up to
+   * LATE_CHECK_CAP times this (default: 5 minutes, growing to 30).
+   */
+  lateCheckMs?: number;
 }
+
+/** The longest wait between late checks, as a multiple of `lateCheckMs` (5 minutes growing to 30). */
+export const LATE_CHECK_CAP = 6;
 
 /**
  * The widest window: a Temporal server refuses more than 2,000 pending child workflows, cancel requests or
@@ -139,6 +159,8 @@ export const DEFAULT_BATCH_OPTIONS: BatchOptions = {
   reuse: true,
   download: true,
   maxVideoBytes: DEFAULT_MAX_VIDEO_BYTES,
+  lateForMs: 24 * 3600_000,
+  lateCheckMs: 5 * 60_000,
 };
 
 // Single values of the table, for help texts.
@@ -151,6 +173,10 @@ export const DEFAULT_SUBMIT_TIMEOUT_MS = DEFAULT_BATCH_OPTIONS.submitTimeoutMs;
 export const DEFAULT_PAUSE_AFTER_UNKNOWN = DEFAULT_BATCH_OPTIONS.pauseAfterUnknown;
 
 export const DEFAULT_UNREACHABLE_PAUSE_MS = DEFAULT_BATCH_OPTIONS.unreachablePauseMs;
+
+export const DEFAULT_LATE_FOR_MS = DEFAULT_BATCH_OPTIONS.lateForMs!;
+
+export const DEFAULT_LATE_CHECK_MS = DEFAULT_BATCH_OPTIONS.lateCheckMs!;
 
 /** `--verify`: `flag` (default) records a mismatch on the row; `strict` also ends the row as `video_mismatch`. */
 export type VerifyMode = 'flag' | 'strict';

@@ -41,6 +41,10 @@ export interface BatchCarry {
   pauseKind: PauseKind | null;
   /** Submits in a row with an unknown outcome (the breaker's count). */
   unknownInARow: number;
+  /** Pauses a person had to act on, over the batch's life (each one's notice id counts them). */
+  personPauses: number;
+  /** Ids of the notices the batch started (contract/notice.ts noticeId), the latest last: `status` shows them. */
+  notices: string[];
   /** POSTs over the batch's whole life, as far as it knows (earlier runs' journal lines, reports). */
   posts: number;
   /** The prompts still running when the run continued as new: the window slides on, it is not drained. */
@@ -107,4 +111,6 @@ export interface BatchResult {
   reused: number;
   /** Rows that had a submit with an unknown outcome (may have been billed more than once). */
   unknownSubmitRows: number;
+  /** Ids of the notices the batch started (contract/notice.ts noticeId): `status` shows how each went. */
+  notices?: string[];
 }

@@ -28,6 +28,8 @@ export const FailureType = {
   EnhanceFailed: 'EnhanceFailed',
   /** A worker cannot use a path the batch names (VIDBATCH_*_ROOT); another worker may. */
   PathNotAllowed: 'PathNotAllowed',
+  /** A notice's receiver did not take it (no answer, or not 2xx); retried while its policy allows. */
+  NoticeNotDelivered: 'NoticeNotDelivered',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
@@ -112,6 +114,22 @@ export const RETRY_POLICIES = {
     backoffCoefficient: 1,
     nonRetryableErrorTypes: [...NON_RETRYABLE.pollJob],
   }),
+  /**
+   * A notice's delivery to one URL: about 15 minutes of attempts (10 s each at most, 2 s apart growing to
+   * 5 min), then it is given up and the batch's `status` says so. The batch never waits for it.
+   */
+  deliverNotice: {
+    initialInterval: '2s',
+    backoffCoefficient: 2,
+    maximumInterval: '5m',
+    maximumAttempts: 10,
+  },
+  /** Composing a notice reads the batch's files: a few attempts, then it is sent with what the batch knew. */
+  composeNotice: {
+    initialInterval: '1s',
+    maximumInterval: '10s',
+    maximumAttempts: 3,
+  },
   /** One status check of a known job: transient errors retried, auth and bad requests to the workflow. */
   checkJob: {
     initialInterval: '2s',

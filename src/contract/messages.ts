@@ -46,3 +46,8 @@ export const unblockSignal = defineSignal('unblock');
  * new since). The batch records it once, whichever way it learns of the end first.
  */
 export const promptFinishedSignal = defineSignal<[PromptResult]>('promptFinished');
+/**
+ * Asked of a prompt that still runs after its row ended (it watches its job for a late video,
+ * workflows/late-video.ts): the result its row ended with, as its batch recorded it.
+ */
+export const rowEndedQuery = defineQuery<PromptResult | undefined>('rowEnded');

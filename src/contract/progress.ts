@@ -37,4 +37,6 @@ export interface BatchProgress {
   holdReason: string | null;
   /** "capacity gate: 10 jobs running (the gateway's cap), 3 rows waiting for a slot", or null. */
   capacityGate: string | null;
+  /** Ids of the notices the batch started (contract/notice.ts noticeId), the latest last; absent: none. */
+  notices?: string[];
 }

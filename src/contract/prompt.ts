@@ -1,5 +1,6 @@
 // The prompt workflow's input and result (a row of the manifest). Imported by workflow code: no Node
 // built-ins.
+import type { NoticeTo } from './notice';
 import type { EnhanceOptions } from './enhance';
 import type { BatchOptions, PollSchedule, UnknownSubmitPolicy, VerifyMode } from './batch-options';
 import type { Verification } from './jobs';
@@ -20,6 +21,8 @@ export function promptSpendOptions(
   | 'verify'
   | 'download'
   | 'maxVideoBytes'
+  | 'lateForMs'
+  | 'lateCheckMs'
 > {
   return {
     onUnknownSubmit: options.onUnknownSubmit,
@@ -32,6 +35,9 @@ export function promptSpendOptions(
     verify: options.verify,
     download: options.download,
     ...(options.maxVideoBytes !== undefined ? { maxVideoBytes: options.maxVideoBytes } : {}),
+    // Absent from the options of a batch started before late videos: its prompts keep no late watch.
+    ...(options.lateForMs ? { lateForMs: options.lateForMs } : {}),
+    ...(options.lateCheckMs ? { lateCheckMs: options.lateCheckMs } : {}),
   };
 }
 
@@ -71,6 +77,11 @@ export interface PromptResult extends RowFields {
    * reports at no new cost.
    */
   reusedFrom?: ReusedFrom;
+  /**
+   * The row had ended without its video (`endedAs`: deadline_exceeded or cancelled) while its job went on;
+   * the video arrived later and was kept: this line is the row's new state.
+   */
+  arrivedLate?: { endedAs: string; endedAt: string };
   /** Chat calls this row's run made for its rewrite (a kept rewrite read from the output root: none). */
   chatCalls?: number;
   /** Tokens those chat calls used, as their answers' `usage` said. */
@@ -81,6 +92,44 @@ export interface PromptResult extends RowFields {
 export interface ReusedFrom {
   batchId: string;
   rowId: string;
+}
+
+/**
+ * Codes of a row that ended while its job went on at the gateway: vidbatch stopped waiting for it (its
+ * deadline passed, or the batch was cancelled). Such a job may still finish, be billed, and bring its video
+ * late (docs/spend-safety.md#late-videos).
+ */
+export const LATE_CODES: ReadonlySet<string> = new Set(['deadline_exceeded', 'cancelled']);
+
+/** Whether a row's (final) result ended it while its job went on, its job id known: its video may arrive late. */
+export function mayArriveLate(r: Pick<PromptResult, 'status' | 'errorCode' | 'jobId'>): boolean {
+  return r.status === 'failed' && !!r.jobId && LATE_CODES.has(r.errorCode ?? '');
+}
+
+/**
+ * The row's state once a late video is kept: the result that kept it (succeeded, or what its download made of
+ * it), marked with how and when the row had ended (`ended`, a result mayArriveLate says yes to).
+ */
+export function arrivedLateResult(kept: PromptResult, ended: PromptResult): PromptResult {
+  return {
+    ...kept,
+    ...(ended.reusedFrom && !kept.reusedFrom ? { reusedFrom: ended.reusedFrom } : {}),
+    arrivedLate: { endedAs: ended.errorCode ?? 'failed', endedAt: ended.finishedAt },
+  };
+}
+
+/**
+ * Whether `next`, a row's line read after `kept`, is its new state (last line wins), except for the line a
+ * late video superseded: the row's ended line written after the late one (by the batch's group of results,
+ * which a late check may overtake, or in a store whose objects are ordered by time) stays superseded.
+ */
+export function replacesState(
+  kept: Pick<PromptResult, 'arrivedLate'> | undefined,
+  next: Pick<PromptResult, 'status' | 'errorCode' | 'finishedAt' | 'arrivedLate'>,
+): boolean {
+  const late = kept?.arrivedLate;
+  if (!late || next.arrivedLate) return true;
+  return !(next.status === 'failed' && next.errorCode === late.endedAs && next.finishedAt === late.endedAt);
 }
 
 /**
@@ -171,6 +220,15 @@ export interface PromptInput {
    * (activities/request-claims.ts): the batch's `reuse`.
    */
   claimRequest?: boolean;
+  /**
+   * After the row ended `deadline_exceeded` or `cancelled` with a job id, its job is still checked for this long
+   * and a video that arrives is kept (workflows/late-video.ts). Absent or 0: no late checks.
+   */
+  lateForMs?: number;
+  /** The first late check this long after the row ended, then growing (late-state.ts). */
+  lateCheckMs?: number;
+  /** Where the batch's notices go (`run --notify`), and its CSV: a late video is told there too. */
+  notice?: { to: NoticeTo[]; csvPath: string };
 }
 
 /** Code of a row whose downloaded video does not match its request (`--verify strict`); job and file are kept. */

@@ -6,7 +6,13 @@ import { mkdir, rename, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { DownloadedVideo, Verification, VerifiedVideo } from '../contract/jobs';
-import { URL_EXPIRED_CODE, VIDEO_MISMATCH_CODE, type PromptResult } from '../contract/prompt';
+import {
+  arrivedLateResult,
+  mayArriveLate,
+  URL_EXPIRED_CODE,
+  VIDEO_MISMATCH_CODE,
+  type PromptResult,
+} from '../contract/prompt';
 import { DownloadError } from '../errors';
 import { objectAt } from '../store/open-store';
 import { isStoreUrl } from '../store/store-url';
@@ -28,6 +34,12 @@ export interface DownloadReport {
   error?: string;
   /** The file checked against the row's duration and resolution (verify-video.ts). */
   verification?: Verification;
+  /**
+   * A row that had ended `deadline_exceeded` or `cancelled` with its job id (DownloadBatchOptions.late): its
+   * video `arrived` (fetched and recorded as the row's new state, `arrivedLate`), its job has no video
+   * (`none`: unfinished, failed or gone), or a worker checks it (`served`: left to it).
+   */
+  late?: 'arrived' | 'none' | 'served';
 }
 
 export interface DownloadBatchOptions {
@@ -48,6 +60,12 @@ export interface DownloadBatchOptions {
   retryDelayMs?: number;
   /** Stops the download (Ctrl-C): no video is started after it, and those on the way stop, their part kept. */
   signal?: AbortSignal;
+  /**
+   * Also asks the jobs of rows that ended `deadline_exceeded` or `cancelled` (through `currentUrl`, which they
+   * need) for a video that arrived late, and keeps it (docs/spend-safety.md#late-videos); `served`: rows whose
+   * late checks a worker makes, left to it.
+   */
+  late?: { served?: ReadonlySet<string> };
 }
 
 /** Whether `vidbatch download` fetches a row's video: its job completed (succeeded, or its URL expired). */
@@ -152,7 +170,8 @@ export async function downloadBatch(
   manifest: string,
   options: DownloadBatchOptions = {},
 ): Promise<DownloadReport[]> {
-  const rows = (await readManifest(manifest)).filter(downloadable);
+  const late = options.late && options.currentUrl ? options.late : undefined;
+  const rows = (await readManifest(manifest)).filter((r) => downloadable(r) || (late && mayArriveLate(r)));
   const dir = options.dir ?? dirname(manifest);
   const reports: DownloadReport[] = [];
   // One append at a time: appends of concurrent downloads must not interleave (an append cuts a torn last line).
@@ -168,6 +187,10 @@ export async function downloadBatch(
       const row = rows[i]!;
       if (options.signal?.aborted) {
         reports.push({ rowId: row.rowId, interrupted: true });
+        continue;
+      }
+      if (!downloadable(row)) {
+        reports.push(await fetchLate(row, dir, options, late?.served, record));
         continue;
       }
       // Kept in the store: copied here; the manifest keeps naming the store's copy.
@@ -215,6 +238,38 @@ export async function downloadBatch(
 }
 
 /**
+ * A row that ended while its job went on: its job asked once for a video (a status check); one that arrived
+ * is fetched, verified, and recorded as the row's new state, `arrivedLate`.
+ */
+async function fetchLate(
+  row: PromptResult,
+  dir: string,
+  options: DownloadBatchOptions,
+  served: ReadonlySet<string> | undefined,
+  record: (result: PromptResult) => Promise<unknown>,
+): Promise<DownloadReport> {
+  if (served?.has(row.rowId)) return { rowId: row.rowId, late: 'served' };
+  const url = await options.currentUrl!(row.jobId!).catch(() => undefined);
+  if (!url) return { rowId: row.rowId, late: 'none' };
+  try {
+    const { url: from, fresh, ...got } = await fetchRow({ ...row, status: 'succeeded', url }, dir, options);
+    const verification = await verifyVideo(got.file, askedOf(row.parameters));
+    const kept = fetchedResult(row, { ...got, verification }, from, options.strict === true);
+    await record(arrivedLateResult({ ...kept, finishedAt: kept.downloadedAt! }, row));
+    return {
+      rowId: row.rowId,
+      ...got,
+      verification,
+      late: 'arrived',
+      ...(fresh ? { freshUrl: from } : {}),
+    };
+  } catch (err) {
+    if (options.signal?.aborted) return { rowId: row.rowId, interrupted: true };
+    return { rowId: row.rowId, error: (err as Error).message };
+  }
+}
+
+/**
  * The row's new manifest line once its video is on disk: the file, its hash and verification, the URL that
  * served it. A `url_expired` row becomes succeeded (its video was generated and is now kept); a strict batch
  * fails a video that differs from its request, as the run would have.
@@ -222,10 +277,12 @@ export async function downloadBatch(
 function fetchedResult(row: PromptResult, got: VerifiedVideo, url: string, strict: boolean): PromptResult {
   const { errorCode, errorMessage, ...rest } = row;
   delete rest.downloadError; // the video is on disk now
+  // A url_expired row's video, and a late video, make the row succeeded; any other failure stays.
+  const stays = row.status === 'failed' && errorCode !== URL_EXPIRED_CODE && !mayArriveLate(row);
   const base: PromptResult = {
     ...rest,
-    ...(row.status === 'failed' && errorCode !== URL_EXPIRED_CODE ? { errorCode, errorMessage } : {}),
-    status: row.status === 'failed' && errorCode !== URL_EXPIRED_CODE ? 'failed' : 'succeeded',
+    ...(stays ? { errorCode, errorMessage } : {}),
+    status: stays ? 'failed' : 'succeeded',
     url,
     ...got,
     downloadedAt: new Date().toISOString(),

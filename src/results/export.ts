@@ -148,12 +148,14 @@ export async function exportResults(
   } else {
     const table = (rows: PromptResult[]) =>
       csvText([
-        [...RESULT_COLUMNS, 'file', 'verification', 'reusedFrom'],
+        [...RESULT_COLUMNS, 'file', 'verification', 'reusedFrom', 'arrivedLate'],
         ...rows.map((r) => [
           ...RESULT_COLUMNS.map((c) => String(r[c] ?? '')),
           r.file ?? '',
           verificationCell(r),
           r.reusedFrom ? `${r.reusedFrom.batchId}/${r.reusedFrom.rowId}` : '',
+          // A late video: how and when its row had ended before it arrived.
+          r.arrivedLate ? `${r.arrivedLate.endedAs} at ${r.arrivedLate.endedAt}` : '',
         ]),
       ]);
     await write('succeeded.csv', table(succeeded));

@@ -2,7 +2,7 @@
 // line, and the jobs journal `jobs.jsonl`), including the jobs no row kept. Each job id is counted once, in one
 // category (README, "Spend ledger"); submits whose outcome was unknown may have made a job whose id never
 // reached vidbatch, so they are an upper bound ("up to N more"), never a count.
-import type { PromptResult } from '../contract/prompt';
+import { replacesState, type PromptResult } from '../contract/prompt';
 import { readJournal, type JournalEntry } from './jobs-journal';
 import { readJsonl } from './jsonl';
 import { manifestPath } from './manifest';
@@ -29,6 +29,11 @@ export interface Ledger {
   jobsMade: number;
   /** Jobs whose row's final state is succeeded with that job. */
   kept: number;
+  /**
+   * Of the kept jobs, those whose video arrived after their row had ended (`deadline_exceeded`, `cancelled`):
+   * late videos (docs/spend-safety.md#late-videos). Absent: none.
+   */
+  arrivedLate?: number;
   /** Jobs the gateway ended without a video: failed, moderated, completed without a URL, forgotten. */
   failedAtGateway: number;
   /**
@@ -110,6 +115,8 @@ export function foldLedger(
   let chatTokens = 0;
   for (const line of lines) {
     if (typeof line.rowId !== 'string') continue;
+    // The last line wins, except the ended line a late video superseded (written after it, or in a store's order).
+    if (!replacesState(finalByRow.get(line.rowId), line)) continue;
     finalByRow.set(line.rowId, line);
     // Each run of a row reports the chat calls it made itself (appends dedupe a line written twice).
     chatCalls += line.chatCalls ?? 0;
@@ -148,6 +155,7 @@ export function foldLedger(
   };
 
   const counts: Record<Category, number> = { kept: 0, failedAtGateway: 0, abandoned: 0, pending: 0 };
+  let arrivedLate = 0;
   let cost = 0;
   let unpriced = 0;
   const priceOf = (rowId: string, info?: Priceable) => {
@@ -155,7 +163,9 @@ export function foldLedger(
     return row && estimateCost(row, o.prices);
   };
   for (const [id, job] of jobs) {
-    counts[categoryOf(id, job)] += 1;
+    const category = categoryOf(id, job);
+    counts[category] += 1;
+    if (category === 'kept' && finalByRow.get(job.rowId)?.arrivedLate) arrivedLate += 1;
     if (!o.prices) continue;
     const c = priceOf(job.rowId, job.last);
     if (c === undefined) unpriced += 1;
@@ -179,6 +189,7 @@ export function foldLedger(
     rows: o.rows ?? rowsSeen,
     jobsMade: jobs.size,
     ...counts,
+    ...(arrivedLate ? { arrivedLate } : {}),
     unknown,
     reused: reusedRows.size,
     ...(chatCalls ? { chatCalls, ...(chatTokens ? { chatTokens } : {}) } : {}),
@@ -206,11 +217,11 @@ const count = (n: number) => n.toLocaleString('en-US');
 const plural = (n: number, word: string) => `${count(n)} ${word}${n === 1 ? '' : 's'}`;
 
 /**
- * "jobs made: 1,012 for 1,000 rows (1,000 kept, 8 abandoned, up to 4 more unknown), estimated cost 12.34;
- * abandoned jobs may still finish and be billed". Categories that are zero are left out, except kept.
+ * "jobs made: 1,012 for 1,000 rows (1,000 kept (arrived late: 3), 8 abandoned, up to 4 more unknown), estimated
+ * cost 12.34; abandoned jobs may still finish and be billed". Categories that are zero are left out, except kept.
  */
 export function formatLedger(l: Ledger): string {
-  const parts = [`${count(l.kept)} kept`];
+  const parts = [`${count(l.kept)} kept${l.arrivedLate ? ` (arrived late: ${count(l.arrivedLate)})` : ''}`];
   if (l.failedAtGateway) parts.push(`${count(l.failedAtGateway)} failed at the gateway`);
   if (l.abandoned) parts.push(`${count(l.abandoned)} abandoned`);
   if (l.pending) parts.push(`${count(l.pending)} pending`);

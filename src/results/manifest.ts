@@ -5,7 +5,7 @@
 // correct under activity retries and worker crashes.
 import { appendFile, mkdir, open, readFile, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { PromptResult } from '../contract/prompt';
+import { mayArriveLate, replacesState, type PromptResult } from '../contract/prompt';
 import { logAt } from '../store/object-log';
 import { isStoreUrl, joinStorePath } from '../store/store-url';
 import { readJsonl } from './jsonl';
@@ -25,10 +25,15 @@ export function recordKey(r: Pick<PromptResult, 'rowId' | 'finishedAt' | 'downlo
   return `${r.rowId}\n${r.finishedAt}${r.downloadedAt ? `\n${r.downloadedAt}` : ''}`;
 }
 
-/** The final state per row: the last line of each row wins. Rows keep the order of their first line. */
+/**
+ * The final state per row: the last line of each row wins, except the ended line a late video superseded
+ * (replacesState). Rows keep the order of their first line.
+ */
 export function finalStates(records: Iterable<PromptResult>): PromptResult[] {
   const byRow = new Map<string, PromptResult>();
-  for (const record of records) if (record.rowId !== undefined) byRow.set(record.rowId, record);
+  for (const record of records)
+    if (record.rowId !== undefined && replacesState(byRow.get(record.rowId), record))
+      byRow.set(record.rowId, record);
   return [...byRow.values()];
 }
 
@@ -117,6 +122,10 @@ export interface ManifestSummary {
   unknownSubmitRows: number;
   /** Failed rows per error code. */
   failedByCode: Record<string, number>;
+  /** Rows whose video arrived after they ended (`arrivedLate`): succeeded now. */
+  arrivedLate: number;
+  /** Rows that ended `deadline_exceeded` or `cancelled` with a job id: their job may still bring a late video. */
+  lateJobs: number;
   /** Downloaded videos checked against their rows. */
   verification: VerificationSummary;
 }
@@ -136,6 +145,8 @@ export async function summarizeManifest(path: string): Promise<ManifestSummary> 
     failed: rows.filter((r) => r.status === 'failed').length,
     unknownSubmitRows: rows.filter((r) => (r.unknownSubmits ?? 0) > 0).length,
     failedByCode,
+    arrivedLate: rows.filter((r) => r.arrivedLate && r.status === 'succeeded').length,
+    lateJobs: rows.filter(mayArriveLate).length,
     verification: summarizeVerification(rows),
   };
 }

@@ -6,6 +6,7 @@ import {
   isContentRefusal,
   JOB_GONE_CODE,
   NO_VIDEO_URL_CODE,
+  replacesState,
   VIDEO_MISMATCH_CODE,
   type PromptResult,
 } from '../contract/prompt';
@@ -31,6 +32,8 @@ interface RowPrior {
   journalJob?: string;
   /** The row's line in its CSV, when a record gave it. */
   line?: number;
+  /** The final state is a late video's (`arrivedLate`): the ended line it superseded never comes back. */
+  late?: PromptResult['arrivedLate'];
 }
 
 /** What a folder's records are folded into: PriorFold, or the request index's (results/request-index.ts). */
@@ -77,6 +80,8 @@ export class PriorFold implements RecordFold {
     if (typeof r.rowId !== 'string' || this.passed(r.line)) return;
     const row = this.row(r.rowId);
     if (typeof r.line === 'number') row.line = r.line;
+    if (!replacesState(row.late ? { arrivedLate: row.late } : undefined, r)) return;
+    row.late = r.arrivedLate;
     const generation = r.generation ?? 0;
     row.status = r.status;
     row.errorCode = r.status === 'failed' ? r.errorCode : undefined;

@@ -390,8 +390,33 @@
     e.preventDefault();
   });
 
+  // `#row=<id>` (links from report.html): that row's card, on its page, selected; filters that hide it are cleared.
+  function showRowOfHash() {
+    const m = /^#row=(.+)$/.exec(window.location.hash);
+    let id;
+    try {
+      id = m && decodeURIComponent(m[1]);
+    } catch {
+      return;
+    }
+    if (!id) return;
+    if (!visible.some((r) => r.id === id)) {
+      view.state = view.model = view.flag = view.q = '';
+      for (const f of ['f-state', 'f-model', 'f-flag', 'f-search']) $(f).value = '';
+      applyView();
+    }
+    const at = visible.findIndex((r) => r.id === id);
+    if (at < 0) return;
+    view.selected = at;
+    view.page = Math.floor(at / PAGE_SIZE);
+    render();
+    highlight(true);
+  }
+
   renderHeader();
   rerender();
+  showRowOfHash();
+  window.addEventListener('hashchange', showRowOfHash);
   document.body.dataset.ready = 'true';
   if (live) setInterval(refresh, 2000);
 })();

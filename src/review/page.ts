@@ -7,6 +7,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ReviewData } from './data';
 
+/** The gallery's file name in a batch's page folder (`vidbatch review`; the report links into it). */
+export const REVIEW_FILE = 'review.html';
+
 // A path, not `new URL('./…', import.meta.url)`: bundlers and Vite would turn that into an import of the file.
 const HERE = dirname(fileURLToPath(import.meta.url));
 const asset = (name: string) => readFile(join(HERE, name), 'utf8');

@@ -11,6 +11,7 @@ import { concurrencyProblem, unreachableRetryMs } from '../contract/batch-option
 import type { BatchProgress } from '../contract/progress';
 import type { PromptResult } from '../contract/prompt';
 import type { PriorOutcome } from '../contract/rows';
+import type { NoticePause } from '../contract/notice';
 
 /** What a state change asks the workflow to do, synchronously and in this order. */
 export interface BatchEffects {
@@ -22,7 +23,15 @@ export interface BatchEffects {
   resumed?(): void;
   /** Call `fire` after `ms` (a durable timer; the capacity gate's). */
   timer?(ms: number, fire: () => void): void;
+  /** The batch paused for a reason a person must act on: the `n`-th such pause of its life (a notice). */
+  needsPerson?(kind: NoticePause, reason: string, n: number): void;
 }
+
+/** Notices the batch keeps the ids of (for `status`): its end and the pauses before it. */
+const MAX_NOTICES_SHOWN = 10;
+
+/** Pauses a person must act on: told once each (an operator's own pause, and one that lifts by itself, are not). */
+const PERSON_PAUSES: ReadonlySet<PauseKind> = new Set<PauseKind>(['key', 'breaker', 'input', 'recording']);
 
 /** Guard rails on the failure rate only count once this many rows have finished. */
 const MIN_ROWS_FOR_RATE = 10;
@@ -38,6 +47,10 @@ export class BatchState {
   pauseKind: PauseKind | null;
   /** Submits in a row whose outcome was unknown (reset by one that brought a job id, and by resume). */
   unknownInARow: number;
+  /** Pauses a person had to act on, over the batch's life (each one's notice is told once). */
+  personPauses: number;
+  /** The notices started, the latest last (the last few: `status` shows them). */
+  readonly notices: string[];
   /**
    * --max-submissions counts POSTs over the batch's whole life: earlier runs' (from the rows' prior
    * outcomes), this run's as prompts report them, and one for each prompt yet to send its first.
@@ -92,6 +105,8 @@ export class BatchState {
       unknownSubmitRows: 0,
       pauseKind: null,
       unknownInARow: 0,
+      personPauses: 0,
+      notices: [],
       posts: 0,
       window: {
         inFlight: [],
@@ -111,6 +126,8 @@ export class BatchState {
     this.pausedReason = carry.pausedReason;
     this.pauseKind = carry.pausedReason ? carry.pauseKind : null;
     this.unknownInARow = carry.unknownInARow;
+    this.personPauses = carry.personPauses;
+    this.notices = [...carry.notices];
     this.posts = carry.posts;
     this.gateUntil = carry.gateUntil;
     this.manifestPath = carry.manifestPath;
@@ -178,6 +195,7 @@ export class BatchState {
       holdUntil: this.gateUntil > now ? this.gateUntil : null,
       holdReason: this.gateUntil > now ? this.holdReason(now) : null,
       capacityGate: this.capacityGate?.describe(now) ?? null,
+      ...(this.notices.length ? { notices: [...this.notices] } : {}),
     };
   }
 
@@ -192,10 +210,26 @@ export class BatchState {
 
   /** An operator's pause: no new prompts; those in flight go on. */
   pause(reason: string, kind: PauseKind = 'operator'): void {
+    const before = this.pauseKind;
     this.pausedReason = reason || 'paused by operator';
     this.pauseKind = kind;
     this.effects.setState('paused');
+    this.toldIfPerson(before);
     this.changed();
+  }
+
+  /** A notice was started: kept for `status` (the last few). */
+  noticeStarted(id: string): void {
+    this.notices.push(id);
+    if (this.notices.length > MAX_NOTICES_SHOWN) this.notices.shift();
+  }
+
+  /** A pause that now needs a person, and did not before: its notice, once. */
+  private toldIfPerson(before: PauseKind | null): void {
+    const kind = this.pauseKind;
+    if (!kind || kind === before || !PERSON_PAUSES.has(kind)) return;
+    this.personPauses += 1;
+    this.effects.needsPerson?.(kind as NoticePause, this.pausedReason!, this.personPauses);
   }
 
   /** A pause of `kind` unless the batch is already paused (the first reason stays, with its time). */
@@ -304,10 +338,12 @@ export class BatchState {
     if (!this.inFlight.has(rowId)) return;
     this.blocked.add(rowId);
     if (!this.pausedReason) this.effects.setState('paused');
+    const before = this.pauseKind;
     this.pausedReason =
       `the gateway refused the API key (${reason}); run the file again with a working key ` +
       '(or fix the key the workers read, then `vidbatch resume` the batch)';
     this.pauseKind = 'key';
+    this.toldIfPerson(before);
     this.changed();
   }
 
@@ -475,6 +511,8 @@ export class BatchState {
       pausedReason: this.pausedReason,
       pauseKind: this.pauseKind,
       unknownInARow: this.unknownInARow,
+      personPauses: this.personPauses,
+      notices: this.notices,
       posts: this.posts,
       gateUntil: this.gateUntil,
       manifestPath: this.manifestPath,
@@ -508,6 +546,7 @@ export class BatchState {
       skipped: this.skipped,
       reused: this.reused,
       unknownSubmitRows: this.unknownSubmitRows,
+      ...(this.notices.length ? { notices: [...this.notices] } : {}),
     };
   }
 }

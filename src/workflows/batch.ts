@@ -46,6 +46,7 @@ import {
   type PromptResult,
 } from '../contract/prompt';
 import { MAX_PAGE_BYTES, rowFields, type PageRow, type PriorOutcome } from '../contract/rows';
+import { batchNotices, type Notify } from './batch-notices';
 import { BatchState } from './batch-state';
 import { cancelPrompts, startPrompt, watchCarried } from './prompt-children';
 import { SUBMIT_UNKNOWN_CODE } from './prompt-state';
@@ -70,8 +71,10 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   // Commands still on their way (child starts, signals to prompts): a run continues as new only without any.
   const pending = { starts: 0, signals: 0 };
   // The recorder is made below; a resume signal may come before it exists.
-  const late: { recorder?: ResultRecorder } = {};
+  const late: { recorder?: ResultRecorder; notify?: Notify } = {};
   const state = new BatchState(input, Date.now(), {
+    // A pause a person must act on: its notice, started at once (the main loop does not wait for it).
+    needsPerson: (pauseKind, reason, n) => void late.notify?.('paused', { reason, pauseKind, n }),
     setState,
     unblock: (rowId) => {
       pending.signals += 1;
@@ -91,6 +94,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
         () => undefined, // cancelled with the run
       ),
   });
+  const notify = (late.notify = batchNotices(input, state, pending));
   state.enableCapacityGate(Date.now());
   const deadlineMs = state.untilDeadline(Date.now());
   if (deadlineMs !== undefined) {
@@ -213,7 +217,10 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
     if ((await runPrompts(input, state, start, pauseWhileUnreadable(state, readPage))) === 'continue')
       carry = await handOver(state, recorder, pending);
   } catch (err) {
-    if (!isCancellation(err)) throw err;
+    if (!isCancellation(err)) {
+      await notify('failed', { reason: err instanceof Error ? err.message : String(err) });
+      throw err;
+    }
     // Cancelled: keep partial results. Prompts outlive the run that started them, so each one in flight is
     // asked to cancel; each reports its end (a submit in flight finishes, so its job id is kept), and
     // everything finished is recorded before the batch ends as cancelled.
@@ -224,6 +231,7 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
       await condition(() => state.inFlight.size === 0);
       await condition(() => !recorder.busy);
       await recorder.recordRest('record rows finished before the cancellation');
+      await notify('cancelled');
     });
     throw err;
   }
@@ -231,6 +239,9 @@ export async function batchWorkflow(input: BatchInput): Promise<BatchResult> {
   recorder.flush(true);
   await condition(() => recorder.idle);
   setState(state.stoppedReason ? 'stopped' : 'completed');
+  await notify(state.stoppedReason ? 'stopped' : 'completed', {
+    ...(state.stoppedReason ? { reason: state.stoppedReason } : {}),
+  });
   setCurrentDetails(progressMarkdown(state.progress(Date.now())));
   return state.result();
 }

@@ -2,3 +2,4 @@
 export { batchWorkflow } from './batch';
 export { promptWorkflow } from './prompt';
 export { rateBudgetWorkflow } from './rate-budget';
+export { noticeWorkflow } from './notice';

@@ -93,6 +93,7 @@ export function startPrompt(input: BatchInput, row: PromptRow, prior: PriorOutco
         ...priorArgs(prior),
         ...(prior?.followedFrom ? { followedFrom: prior.followedFrom } : {}),
         ...promptSpendOptions(options),
+        ...(options.notify?.length ? { notice: { to: options.notify, csvPath: input.csvPath } } : {}),
         priorUnknownSubmits: prior?.unknownSubmits ?? 0,
         // A batch that reuses what its root paid for also claims each request before paying for it.
         claimRequest: options.reuse,

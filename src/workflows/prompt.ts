@@ -19,6 +19,7 @@ import { workflowFailedResult, type PromptInput, type PromptResult } from '../co
 import { rowFields } from '../contract/rows';
 import { BatchLink } from './batch-link';
 import { spareChecksApply, waitWithSpareChecks } from './first-check';
+import { watchLateVideo, type LateRun } from './late-video';
 import { activityError, finish, orCancelled, setState } from './prompt-outcome';
 import { rewritePrompt } from './prompt-enhance';
 import {
@@ -47,16 +48,18 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
       : run.state.followedFrom(result.jobId);
   if (followed) result = { ...result, reusedFrom: followed };
   await run.ended(result);
-  return result;
+  // The row ended on time, and its batch knows. A job it stopped waiting for may still bring its video: watched
+  // for a while, and kept as the row's new state if it comes (late-video.ts).
+  return (await watchLateVideo(run, result)) ?? result;
 }
 
-class PromptRun {
+class PromptRun implements LateRun {
   readonly state: PromptState;
   private readonly batch: BatchLink;
   /** Gateway calls go to the rate-limited gateway queue, fair between batches (docs/rate-budget.md). */
-  private readonly gateway: ReturnType<typeof gatewayActivityOptions>;
+  readonly gateway: ReturnType<typeof gatewayActivityOptions>;
 
-  constructor(private readonly input: PromptInput) {
+  constructor(readonly input: PromptInput) {
     this.state = new PromptState(input, Date.now());
     this.batch = new BatchLink(this.state);
     this.gateway = gatewayActivityOptions({
@@ -264,6 +267,11 @@ class PromptRun {
       }
       return this.finished(outcome);
     }
+  }
+
+  /** A late check found the job completed: its video fetched and verified as any row's (late-video.ts). */
+  keep(outcome: PollOutcome): Promise<PromptResult> {
+    return this.finished(outcome);
   }
 
   /** The job ended: the row ends with its outcome, after its video is fetched (unless --no-download). */

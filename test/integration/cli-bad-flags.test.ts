@@ -40,6 +40,11 @@ describe('bad settings are refused (spawned vidbatch)', () => {
         /'--job-deadline <s>' argument '-1' is invalid\. must be a number > 0/,
       ],
       [
+        ['run', 'p.csv', '--late-for', '1y'],
+        {},
+        /'--late-for <duration>' argument '1y' is invalid\. must be a duration: seconds, or a number with a unit \(30s, 90m, 24h, 2d\)/,
+      ],
+      [
         ['run', 'p.csv', '--page-size', '0'],
         {},
         /'--page-size <n>' argument '0' is invalid\. must be a whole number >= 1/,

@@ -144,7 +144,7 @@ describe('verification of downloaded videos from the command line', () => {
     expect(results.stdout).toContain('verified: 1 ok, 3 mismatched');
     expect(results.stdout).toContain('res (line 4): height 720, asked 1080P');
     const table = await readFile(join(manifestOf(r), '..', 'succeeded.csv'), 'utf8');
-    expect(table.split('\n')[0]).toMatch(/,file,verification,reusedFrom$/);
+    expect(table.split('\n')[0]).toMatch(/,file,verification,reusedFrom,arrivedLate$/);
     expect(table).toContain('height 720, asked 1080P');
   });
 

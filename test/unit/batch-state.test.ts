@@ -7,12 +7,17 @@ import { promptResult } from '../fixtures/prompt-result';
 /** A batch state whose effects are recorded in order. */
 function batch(options: Partial<BatchOptions> = {}, totalRows = 20, carry?: ReturnType<BatchState['carry']>) {
   const effects: string[] = [];
+  const told: string[] = [];
   const state = new BatchState(
     { batchId: 'batch-1', totalRows, options: { ...DEFAULT_BATCH_OPTIONS, ...options }, carry },
     1000,
-    { setState: (s) => effects.push(`state:${s}`), unblock: (rowId) => effects.push(`unblock:${rowId}`) },
+    {
+      setState: (s) => effects.push(`state:${s}`),
+      unblock: (rowId) => effects.push(`unblock:${rowId}`),
+      needsPerson: (kind, _reason, n) => told.push(`${kind}-${n}`),
+    },
   );
-  return { state, effects };
+  return { state, effects, told };
 }
 
 function result(rowId: string, status: PromptResult['status']): PromptResult {
@@ -20,6 +25,26 @@ function result(rowId: string, status: PromptResult['status']): PromptResult {
 }
 
 describe('BatchState', () => {
+  it('tells each pause a person must act on once, counted over the batch life; not an operator pause', () => {
+    const { state, told } = batch();
+    for (const row of ['a', 'b', 'c']) state.started(row);
+    // Every row refused in turn: one pause, told once.
+    for (const row of ['a', 'b', 'c']) state.promptBlocked(row, 'HTTP 401');
+    expect(told).toEqual(['key-1']);
+    state.resume();
+    state.pause('lunch');
+    state.resume();
+    expect(told).toEqual(['key-1']);
+    state.inputFailed('rows could not be read');
+    state.inputFailed('rows could not be read again');
+    expect(told).toEqual(['key-1', 'input-2']);
+    // The count goes on across continue-as-new: the next pause is the third.
+    const next = batch({}, 20, state.carry([]));
+    next.state.resume();
+    next.state.recordingFailed('disk full');
+    expect(next.told).toEqual(['recording-3']);
+  });
+
   it('starts prompts while the window has room, and counts what finishes', () => {
     const { state } = batch({ concurrency: 2 });
     expect(state.canStart(5, false)).toBe(true);
@@ -158,6 +183,8 @@ describe('BatchState', () => {
       reused: 0,
       unknownSubmitRows: 0,
       unknownInARow: 0,
+      personPauses: 0,
+      notices: [],
       posts: 0,
       window: {
         inFlight: ['c'],

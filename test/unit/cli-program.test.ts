@@ -77,6 +77,7 @@ describe('vidbatch --help', () => {
         'results',
         'download',
         'review',
+        'report',
         'retry-failed',
         'list',
       ],
@@ -97,6 +98,7 @@ describe('vidbatch --help', () => {
       'Output:',
       'Guard rails:',
       'Spend safety:',
+      'Notices:',
       'Rate budget:',
       'Prompt enhancement:',
       'Cost:',
@@ -186,8 +188,8 @@ describe('environment variables', () => {
   it('no batch option of run or retry-failed is read from the environment', () => {
     const program = buildProgram();
     const read = (name: string) => sub(program, name).options.flatMap((o) => (o.envVar ? [o.envVar] : []));
-    // Roots and deployment settings only.
-    expect(read('run')).toEqual(['VIDBATCH_PRICES']);
+    // Roots and deployment settings only (where a deployment's notices go).
+    expect(read('run')).toEqual(['VIDBATCH_NOTIFY', 'VIDBATCH_PRICES']);
     expect(read('retry-failed')).toEqual(['VIDBATCH_OUT_ROOT']);
     const everywhere = program.commands.flatMap((c) => read(c.name()));
     for (const name of [...Object.keys(REMOVED_BATCH_VARIABLES), 'VIDBATCH_SHARED_BUDGET'])

@@ -433,6 +433,55 @@ describe("downloadBatch: the manifest is the one record of each row's file", () 
     expect(rows[2]!.file).toBeUndefined();
   });
 
+  it('asks the jobs of rows that ended deadline_exceeded or cancelled, and keeps a video that arrived late', async () => {
+    const { base, seen } = await routes((req, res) => sendVideo(req, res));
+    const ended = (jobId: string, errorCode: string): Partial<PromptResult> => ({
+      jobId,
+      status: 'failed',
+      errorCode,
+      errorMessage: 'vidbatch stopped waiting',
+    });
+    const { dir, manifest } = await batchFolder([
+      ended('vid_a', 'deadline_exceeded'),
+      ended('vid_b', 'cancelled'),
+      ended('vid_c', 'deadline_exceeded'), // still running at the gateway
+      ended('vid_d', 'deadline_exceeded'), // a worker checks it: left to it
+      { status: 'failed', errorCode: 'job_failed', jobId: 'vid_e' }, // the gateway ended it: not asked
+    ]);
+    const asked: string[] = [];
+    const currentUrl = (jobId: string) => {
+      asked.push(jobId);
+      return Promise.resolve(jobId === 'vid_c' ? undefined : `${base}/${jobId}.mp4`);
+    };
+    // Without `late`, as before: none of them is downloadable.
+    expect(await downloadBatch(manifest, { currentUrl })).toEqual([]);
+    const reports = await downloadBatch(manifest, { currentUrl, late: { served: new Set(['r4']) } });
+    expect(asked.sort()).toEqual(['vid_a', 'vid_b', 'vid_c']);
+    expect(reports).toMatchObject([
+      { rowId: 'r1', late: 'arrived', file: join(dir, 'r1.mp4'), sha256: sha },
+      { rowId: 'r2', late: 'arrived', file: join(dir, 'r2.mp4'), sha256: sha },
+      { rowId: 'r3', late: 'none' },
+      { rowId: 'r4', late: 'served' },
+    ]);
+    expect(seen.map((r) => r.path).sort()).toEqual(['/vid_a.mp4', '/vid_b.mp4']);
+    const rows = await readManifest(manifest);
+    expect(rows[0]).toMatchObject({
+      status: 'succeeded',
+      jobId: 'vid_a',
+      url: `${base}/vid_a.mp4`,
+      file: join(dir, 'r1.mp4'),
+      arrivedLate: { endedAs: 'deadline_exceeded', endedAt: 'T' },
+    });
+    expect(rows[0]!.errorCode).toBeUndefined();
+    expect(rows[1]).toMatchObject({ status: 'succeeded', arrivedLate: { endedAs: 'cancelled' } });
+    expect(rows.slice(2).map((r) => r.status)).toEqual(['failed', 'failed', 'failed']);
+    // Again: the kept ones are on disk as recorded; only the job with no video is asked again.
+    asked.length = 0;
+    const again = await downloadBatch(manifest, { currentUrl, late: {} });
+    expect(again.filter((r) => r.reused).map((r) => r.rowId)).toEqual(['r1', 'r2']);
+    expect(asked.sort()).toEqual(['vid_c', 'vid_d']);
+  });
+
   it('records each video as soon as it is verified: a download stopped part-way keeps what it fetched', async () => {
     // When each video is asked for, which rows the manifest already records a file for.
     const recordedAtAsk: string[][] = [];

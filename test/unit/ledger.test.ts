@@ -64,6 +64,29 @@ describe('spend ledger', () => {
     );
   });
 
+  it('a late video (its row had ended deadline_exceeded or cancelled) is kept, and said: arrived late', () => {
+    const journal = ['a', 'b', 'c'].map((r) => job(r, `vid_${r}`));
+    const ended = (r: string, code: string) =>
+      line(r, { jobId: `vid_${r}`, status: 'failed', errorCode: code, finishedAt: T(10) });
+    const late = (r: string, code: string) =>
+      line(r, { jobId: `vid_${r}`, finishedAt: T(40), arrivedLate: { endedAs: code, endedAt: T(10) } });
+    const lines = [
+      ended('a', 'deadline_exceeded'),
+      ended('b', 'cancelled'),
+      ended('c', 'deadline_exceeded'),
+      late('a', 'deadline_exceeded'),
+      late('b', 'cancelled'),
+      // The batch's copy of b's ended line, landing after the late line: it stays superseded.
+      ended('b', 'cancelled'),
+    ];
+    const l = foldLedger(lines, journal);
+    expect(l).toMatchObject({ jobsMade: 3, kept: 2, arrivedLate: 2, abandoned: 1 });
+    expect(formatLedger(l)).toBe(
+      'jobs made: 3 for 3 rows (2 kept (arrived late: 2), 1 abandoned); abandoned jobs may still finish and be billed',
+    );
+    expect(foldLedger(lines.slice(0, 3), journal).arrivedLate).toBeUndefined();
+  });
+
   it('a job vidbatch gave up checking (check_failed, poll_failed) is abandoned, not failed at the gateway', () => {
     // Status checks that kept failing end the row with the job id kept: nobody saw the job end, so it may
     // still finish and be billed. A job the gateway failed or no longer knew stays "failed at the gateway".

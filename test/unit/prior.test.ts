@@ -71,3 +71,33 @@ describe('PriorFold: rows whose job can give nothing more', () => {
     });
   });
 });
+
+describe('PriorFold: a late video', () => {
+  const ended = promptResult('r', {
+    status: 'failed',
+    errorCode: 'deadline_exceeded',
+    jobId: 'vid_1',
+    polls: 3,
+    finishedAt: at,
+  });
+  const late = promptResult('r', {
+    status: 'succeeded',
+    jobId: 'vid_1',
+    url: 'https://x/r.mp4',
+    polls: 4,
+    finishedAt: '2030-01-01T01:00:00.000Z',
+    arrivedLate: { endedAs: 'deadline_exceeded', endedAt: at },
+  });
+
+  it('makes the row succeeded for a re-run (skipped, nothing paid), even with its ended line written after it', () => {
+    for (const order of [
+      [ended, late],
+      [late, ended],
+      [ended, late, ended],
+    ]) {
+      const fold = new PriorFold();
+      for (const r of order) fold.record(r);
+      expect(fold.get('r')).toMatchObject({ status: 'succeeded', jobId: 'vid_1', url: 'https://x/r.mp4' });
+    }
+  });
+});

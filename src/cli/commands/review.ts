@@ -4,12 +4,11 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { type Command, Option } from 'commander';
 import type { ReviewTarget } from '../../review/load';
+import { REVIEW_FILE } from '../../review/page';
 import { addPriceFlags, pricesFrom } from '../price-flags';
 import { ConfigError } from '../../errors';
 import { isStoreUrl } from '../../store/store-url';
 import { batchArg, EXIT, fail, port, waitForCtrlC, withBatch } from '../support';
-
-export const REVIEW_FILE = 'review.html';
 
 export function registerReviewCommand(program: Command): void {
   const command = program

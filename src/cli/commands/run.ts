@@ -1,6 +1,7 @@
 // `vidbatch run`: validate the CSV, open a session (embedded server, --simulate), start or attach to the
 // batch and show its progress until it ends.
-import { type Command, Option } from 'commander';
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import { isSlack, noticeUrlProblem, shownUrl } from '../../notices/notice-urls';
 import { dirname, resolve } from 'node:path';
 import type { StartBatchOptions } from '../../client/batches';
 import {
@@ -137,6 +138,15 @@ export function registerRunCommand(program: Command): void {
         'pay for every row again: reuse no video or job that other batches in the output root paid for the same request',
       ).helpGroup(GROUP.spendSafety),
     );
+  command.addOption(
+    new Option(
+      '--notify <url>',
+      'send a signed notice (Standard Webhooks; VIDBATCH_NOTIFY_SECRET on the workers) to this URL when the batch ends, a guard rail stops it, or it pauses for a person; repeatable; a Slack incoming webhook gets a short message',
+    )
+      .env('VIDBATCH_NOTIFY')
+      .argParser(noticeUrls)
+      .helpGroup(GROUP.notices),
+  );
   addSpendSafetyFlags(command);
   addRateBudgetFlags(command);
   addEnhanceFlags(command, 'before paying for its video');
@@ -194,6 +204,7 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
   }
   // Validate before starting any server: nothing is submitted from a file with errors.
   const prices = await pricesFrom(o);
+  await checkNoticeSecret(o.notify as string[] | undefined);
   const enhance = await enhanceFrom(o);
   // Let go once the batch has started (below): a batch of any size is followed in little memory.
   const { isStoreUrl } = await import('../../store/store-url');
@@ -285,5 +296,40 @@ function batchOptionsFrom(o: Record<string, unknown>): StartBatchOptions {
     maxSubmissions: o.maxSubmissions as number | undefined,
     ...(o.fresh ? { reuse: false } : {}),
     ...(o.batchDeadline !== undefined ? { deadlineAt: Date.now() + (o.batchDeadline as number) } : {}),
+    ...(o.notify ? { notify: (o.notify as string[]).map((url) => ({ url, shown: shownUrl(url) })) } : {}),
   };
+}
+
+/**
+ * Signed notices need the workers' secret: this process checks its own (a bad one is named), and without a
+ * deployment (no TEMPORAL_ADDRESS: this process runs the worker) it must have one. A Slack URL needs none.
+ */
+async function checkNoticeSecret(urls: string[] | undefined): Promise<void> {
+  if (!urls?.some((url) => !isSlack(url))) return;
+  const [{ loadNoticeSecret }, { ConfigError }] = await Promise.all([
+    import('../../notices/deliver'),
+    import('../../errors'),
+  ]);
+  const secret = await Promise.resolve()
+    .then(() => loadNoticeSecret())
+    .catch(fail);
+  if (!secret && !process.env.TEMPORAL_ADDRESS)
+    fail(
+      new ConfigError(
+        '--notify: notices are signed (Standard Webhooks): set VIDBATCH_NOTIFY_SECRET (or VIDBATCH_NOTIFY_SECRET_FILE) to a whsec_ secret, the one your receiver verifies with',
+      ),
+    );
+}
+
+/**
+ * `--notify`, given again (each adds one) or VIDBATCH_NOTIFY (URLs separated by spaces or commas): every URL
+ * checked here, so a batch never starts with one it cannot send to.
+ */
+function noticeUrls(value: string, previous: unknown): string[] {
+  const urls = value.split(/[\s,]+/).filter(Boolean);
+  for (const url of urls) {
+    const problem = noticeUrlProblem(url);
+    if (problem) throw new InvalidArgumentError(`${shownUrl(url)} ${problem}`);
+  }
+  return [...(Array.isArray(previous) ? (previous as string[]) : []), ...urls];
 }
