@@ -2,9 +2,11 @@
 // settings (rate limit, job latency, seed). Prints a table and, with --json, JSON.
 // `npm run bench -- --scale`: 10,000 fast prompts without a rate limit (history size, RSS, throughput).
 // `npm run bench -- --targets`: the four target scenarios one after another, one table (targets.ts).
+// `npm run bench -- --repeat N`: the scenario N times in a row, a line each, then the median and worst (repeat.ts).
 import { Command, Option } from 'commander';
 import { runScenario, type ScenarioOptions, type ScenarioReport } from './scenario';
-import { printTimeline } from './timeline';
+import { printRunLines, runLine, summarize } from './repeat';
+import { printLastSubmits, printTimeline } from './timeline';
 import { runTargets, SCENARIO_FLAGS } from './targets';
 
 const program = new Command('bench')
@@ -66,21 +68,34 @@ const program = new Command('bench')
       'with --targets: divide prompts, job latencies, the kill time and the running cap by N (a quick smoke run; the targets do not apply)',
     ).argParser(Number),
   )
+  .addOption(
+    new Option(
+      '--repeat <n>',
+      'run the scenario N times, each on a fresh server: a line per run, then the median and the worst',
+    )
+      .argParser(Number)
+      .default(1),
+  )
   .option('--no-peer', 'skip the naive peer')
   .option(
     '--timeline',
-    "print vidbatch's requests per 10 s (submits, status checks, 429s) and the gateway queue's limit",
+    "print vidbatch's requests per 10 s (submits, status checks, 429s), the gateway queue's limit, and the last jobs' submits",
   )
   .option('--json', 'print JSON too')
   .parse(process.argv);
-const options = program.opts<ScenarioOptions & { json?: boolean; targets?: boolean; scaleDown?: number }>();
+const options = program.opts<
+  ScenarioOptions & { json?: boolean; targets?: boolean; scaleDown?: number; repeat: number }
+>();
 
 function usage(message: string): never {
   console.error(`bench: ${message}`);
   process.exit(2);
 }
 const passed = (name: string) => program.getOptionValueSource(name) === 'cli';
+if (!(Number.isInteger(options.repeat) && options.repeat >= 1))
+  usage(`--repeat must be a whole number >= 1 (got ${options.repeat})`);
 if (options.targets) {
+  if (options.repeat > 1) usage('--repeat applies to one scenario, not --targets');
   const clash = SCENARIO_FLAGS.filter(passed);
   if (clash.length)
     usage(
@@ -116,15 +131,44 @@ if (options.scale)
     workerHeap: options.workerHeap ?? 256,
   });
 
-const { json, ...scenario } = options;
+const { json, repeat, ...scenario } = options;
+if (repeat > 1) {
+  const reports: ScenarioReport[] = [];
+  for (let i = 1; i <= repeat; i++) {
+    console.error(`[bench] run ${i}/${repeat}`);
+    const report = await runScenario(scenario);
+    reports.push(report);
+    console.log(`\nrun ${i}/${repeat}`);
+    printRunLines([runLine(i, report)]);
+    printDetails(report);
+  }
+  const lines = reports.map((r, i) => runLine(i + 1, r));
+  const [median, worst] = summarize(lines);
+  const s = reports[0]!.settings;
+  console.log(
+    `\n${repeat} runs of ${s.prompts} prompts, rate limit ${s.rateLimit || 'none'} rps${s.maxRunning ? `, at most ${s.maxRunning} running jobs` : ''}, jobs ${s.jobSeconds}±${s.jobJitter} s, ${s.workers} worker(s), ${s.batches} batch(es); x ref = makespan / ${s.maxRunning ? 'rows x mean latency / cap' : 'clairvoyant schedule'}\n`,
+  );
+  printRunLines([...lines, median, worst]);
+  if (json) console.log(JSON.stringify({ runs: reports, median, worst }, null, 2));
+  process.exit(0);
+}
 const report = await runScenario(scenario);
 printReport(report);
 if (json) console.log(JSON.stringify(report, null, 2));
-if (report.timeline) {
-  console.log('');
-  printTimeline(report.timeline);
-}
+printDetails(report);
 process.exit(0);
+
+/** With --timeline: the requests per 10 s, and the last jobs made with their rows' submits. */
+function printDetails(report: ScenarioReport): void {
+  if (report.timeline) {
+    console.log('');
+    printTimeline(report.timeline);
+  }
+  if (report.lastSubmits) {
+    console.log('');
+    printLastSubmits(report.lastSubmits);
+  }
+}
 
 function printReport(report: ScenarioReport): void {
   const fmt = (v: number | null | undefined, digits = 2) =>

@@ -13,7 +13,7 @@ import { startDevServer } from '../src/dev-server/dev-server';
 import { vbenchPrompts, writeVbenchCsv } from './vbench';
 import { runNaivePeer } from './naive-peer';
 import { clairvoyantMakespanMs } from './clairvoyant';
-import { sampleQueueLimit, timelineRows, type TimelineRow } from './timeline';
+import { lastSubmits, sampleQueueLimit, timelineRows, type LastSubmit, type TimelineRow } from './timeline';
 import { startWorker } from './worker-process';
 import { gatewayTarget } from '../src/config';
 
@@ -261,6 +261,8 @@ async function measure(
   const timeline: TimelineRow[] | null = options.timeline
     ? timelineRows(simVidbatch.state.requestLog, limits?.samples ?? [], started)
     : null;
+  // The last jobs made and their rows' submits: what a slow run's tail waited for.
+  const last: LastSubmit[] | null = options.timeline ? await lastSubmits(client, jobs, started) : null;
 
   return {
     machine: { cores: cpus().length, node: process.version },
@@ -301,5 +303,6 @@ async function measure(
       : null,
     batches: shares,
     timeline,
+    lastSubmits: last,
   };
 }

@@ -3,7 +3,7 @@
 // the target and whether it was met. `--scale-down N` shrinks every scenario for a quick smoke run.
 import { cpus } from 'node:os';
 import { runScenario, type ScenarioOptions, type ScenarioReport } from './scenario';
-import { printTimeline } from './timeline';
+import { printLastSubmits, printTimeline } from './timeline';
 
 /** Scenario flags that --targets sets itself (commander's camelCase names). */
 export const SCENARIO_FLAGS = [
@@ -214,6 +214,7 @@ export async function runTargets(o: {
     for (const [i, r] of reports.entries()) {
       console.log(`\n${TARGET_SCENARIOS[i]!.name}: requests per 10 s`);
       printTimeline(r.timeline ?? []);
+      if (r.lastSubmits) printLastSubmits(r.lastSubmits);
     }
   if (o.json)
     console.log(

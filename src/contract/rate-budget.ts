@@ -23,6 +23,17 @@ export function rateBudgetWorkflowId(gatewayTaskQueue: string): string {
 /** Temporal's priority keys run 1 (first) to 5. Spare status checks (workflows/first-check.ts) go last: only budget no other call is waiting for. */
 export const SPARE_PRIORITY = 5;
 
+/**
+ * A row's submit after one that brought no job (a 429, a capacity refusal, an unknown outcome) goes one priority
+ * ahead of its batch's other calls. At the same priority it would wait its turn again behind every call queued
+ * meanwhile: the gateway queue is first come first served within a batch, and at a busy gateway's limit it holds
+ * 30 s and more of submits and status checks (a row refused twice went out a minute late). A batch of priority 1
+ * has no level ahead of it: its resubmits wait their turn.
+ */
+export function resubmitPriority(priority: number): number {
+  return Math.max(1, priority - 1);
+}
+
 const MAX_FAIRNESS_KEY = 64; // bytes, per the server
 
 /** FNV-1a, 32 bits: a short, deterministic tag for ids longer than a fairness key may be. */

@@ -13,7 +13,7 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { RETRY_POLICIES, SUBMIT_HEARTBEAT_TIMEOUT_MS } from '../contract/failures';
-import { gatewayActivityOptions } from '../contract/rate-budget';
+import { gatewayActivityOptions, resubmitPriority } from '../contract/rate-budget';
 import type { InlineDownload, PollOutcome } from '../contract/jobs';
 import { workflowFailedResult, type PromptInput, type PromptResult } from '../contract/prompt';
 import { rowFields } from '../contract/rows';
@@ -140,20 +140,26 @@ class PromptRun implements LateRun {
    */
   async submit(): Promise<PromptResult | undefined> {
     const { state, input } = this;
-    const { submitJob } = proxyActivities<Activities>({
+    const options = {
       ...this.gateway,
       startToCloseTimeout: input.submitTimeoutMs,
       heartbeatTimeout: SUBMIT_HEARTBEAT_TIMEOUT_MS,
       retry: RETRY_POLICIES.submitJob,
+    };
+    const { submitJob } = proxyActivities<Activities>(options);
+    // After a submit that brought no job, the next goes ahead of the batch's other calls (resubmitPriority).
+    const { submitJob: resubmitJob } = proxyActivities<Activities>({
+      ...options,
+      priority: { ...options.priority, priorityKey: resubmitPriority(input.priority) },
     });
     const scope = CancellationScope.current();
-    for (;;) {
+    for (let tries = 0; ; tries++) {
       if (scope.consideredCancelled) return finish(state, state.cancelled('waiting to submit'));
       let error: ActivityError | undefined;
       let thrown: unknown;
       // Never cancelled mid-flight: a submit that reaches the gateway must bring its job id home.
       const submitted = await CancellationScope.nonCancellable(() =>
-        submitJob
+        (tries === 0 ? submitJob : resubmitJob)
           .executeWithOptions({ summary: `submit row ${input.row.id}` }, [
             { ...state.submitInput(), ...this.batch.reportTo() },
           ])
