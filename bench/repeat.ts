@@ -37,33 +37,21 @@ function median(values: number[]): number {
 export function summarize(lines: readonly RunLine[]): [RunLine, RunLine] {
   const of = (f: (l: RunLine) => number | null) =>
     lines.map(f).filter((v): v is number => v !== null && Number.isFinite(v));
-  const both = (f: (l: RunLine) => number | null): [number | null, number | null] => {
+  /** The figure's median (`pick` 0) or worst (1) over the runs; null when no run has it. */
+  const stat = (f: (l: RunLine) => number | null, pick: 0 | 1): number | null => {
     const values = of(f);
-    return values.length ? [median(values), Math.max(...values)] : [null, null];
+    if (!values.length) return null;
+    return pick === 0 ? median(values) : Math.max(...values);
   };
-  const [makespanM, makespanW] = both((l) => l.makespanS);
-  const [ratioM, ratioW] = both((l) => l.ratio);
-  const [reqM, reqW] = both((l) => l.requestsPerPrompt);
-  const [limitedM, limitedW] = both((l) => l.rateLimitedPerJob);
-  const [lastM, lastW] = both((l) => l.lastJobS);
-  return [
-    {
-      run: 'median',
-      makespanS: makespanM ?? Number.NaN,
-      ratio: ratioM,
-      requestsPerPrompt: reqM ?? Number.NaN,
-      rateLimitedPerJob: limitedM ?? Number.NaN,
-      lastJobS: lastM,
-    },
-    {
-      run: 'worst',
-      makespanS: makespanW ?? Number.NaN,
-      ratio: ratioW,
-      requestsPerPrompt: reqW ?? Number.NaN,
-      rateLimitedPerJob: limitedW ?? Number.NaN,
-      lastJobS: lastW,
-    },
-  ];
+  const line = (run: 'median' | 'worst', pick: 0 | 1): RunLine => ({
+    run,
+    makespanS: stat((l) => l.makespanS, pick) ?? Number.NaN,
+    ratio: stat((l) => l.ratio, pick),
+    requestsPerPrompt: stat((l) => l.requestsPerPrompt, pick) ?? Number.NaN,
+    rateLimitedPerJob: stat((l) => l.rateLimitedPerJob, pick) ?? Number.NaN,
+    lastJobS: stat((l) => l.lastJobS, pick),
+  });
+  return [line('median', 0), line('worst', 1)];
 }
 
 export function printRunLines(lines: readonly RunLine[], log: (line: string) => void = console.log): void {
