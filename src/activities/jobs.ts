@@ -10,7 +10,14 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { DEFAULT_RETRY_AFTER_MS, SUBMIT_HEARTBEAT_EVERY_MS } from '../contract/failures';
 import type { PollSchedule } from '../contract/batch-options';
-import type { InlineDownload, JobCheck, PollOutcome, SubmitResult, VideoTarget } from '../contract/jobs';
+import type {
+  FirstCheckTiming,
+  InlineDownload,
+  JobCheck,
+  PollOutcome,
+  SubmitResult,
+  VideoTarget,
+} from '../contract/jobs';
 import { promptSubmitOutcomeSignal } from '../contract/messages';
 import { JOB_GONE_CODE, jobGoneMessage, NO_VIDEO_URL_CODE } from '../contract/prompt';
 import type { PromptRow } from '../contract/rows';
@@ -364,6 +371,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         await reportSent(ctx, input);
         const unsent = unsentSubmits.get(key) ?? 0;
         unsentSubmits.delete(key);
+        latency.submitted(job.id);
         const firstCheckAgeMs = latency.firstCheckAge(job.id);
         const spareCheckAgeMs = latency.spareCheckAge();
         return {
@@ -565,6 +573,22 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         `job ${jobId} is ${job.rawStatus}${unknown ? ' (undocumented status, treated as not finished)' : ''}`,
         nextDelay,
       );
+    },
+
+    /**
+     * A local activity (no gateway call, no token of the budget): when a job submitted before this worker
+     * knew the gateway's latency is due for its first check, by what the worker knows now. `dueInMs` and
+     * `spareInMs` are absent while it still knows nothing (latency.ts waitsForEstimate says whether to wait).
+     */
+    firstCheckTiming(input: { jobId: string; submittedAt: number }): Promise<FirstCheckTiming> {
+      const ageMs = Date.now() - input.submittedAt;
+      const dueAge = latency.firstCheckAge(input.jobId);
+      const spareAge = latency.spareCheckAge();
+      return Promise.resolve({
+        waitForEstimate: latency.waitsForEstimate(input.jobId),
+        ...(dueAge !== undefined ? { dueInMs: Math.max(0, dueAge - ageMs) } : {}),
+        ...(spareAge !== undefined ? { spareInMs: Math.max(0, spareAge - ageMs) } : {}),
+      });
     },
   };
 }

@@ -14,7 +14,12 @@ const TARGET = 0.9;
 const SPARE_TARGET = 0.25;
 /** A share of jobs is checked earlier than the estimate, so that it can move down as well as up. */
 const EXPLORE_SHARE = 0.2;
-const EXPLORE_FROM = 0.6;
+const EXPLORE_FROM = 0.8;
+/**
+ * Before anything is known, this share of the jobs (those that explore later) is checked at the schedule's
+ * first poll to learn the latency; the others wait for what they teach (waitsForEstimate).
+ */
+const FIRST_EXPLORE_SHARE = 0.1;
 /** While no age reaches the target, the next first checks go this much later than the latest one. */
 const EXPAND = 1.25;
 const CACHE_MS = 1000;
@@ -26,11 +31,14 @@ export class LatencyTracker {
   /** Jobs this worker has checked at least once, so that only first checks are counted. */
   private readonly seen = new Set<string>();
   private readonly cached = new Map<number, { at: number; value: number | undefined }>();
+  /** Exploring jobs submitted while nothing was known and not checked yet: the estimate they will make. */
+  private readonly pendingExplorers = new Set<string>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
   /** Records a status check of `jobId` at `ageMs` after submission. */
   checked(jobId: string, ageMs: number, finished: boolean): void {
+    this.pendingExplorers.delete(jobId);
     if (this.seen.has(jobId)) {
       if (finished) this.seen.delete(jobId);
       return;
@@ -50,6 +58,31 @@ export class LatencyTracker {
     if (due === undefined) return undefined;
     const h = hash(jobId);
     return h < EXPLORE_SHARE ? due * (EXPLORE_FROM + (1 - EXPLORE_FROM) * (h / EXPLORE_SHARE)) : due;
+  }
+
+  /** Records that `jobId` was submitted: one checked at the first poll while nothing is known will teach it. */
+  submitted(jobId: string): void {
+    if (!this.checkedAtFirstPoll(jobId) || this.dueAge() !== undefined) return;
+    if (this.pendingExplorers.size >= 10_000) this.pendingExplorers.clear();
+    this.pendingExplorers.add(jobId);
+  }
+
+  /**
+   * Whether a job submitted before anything was known should wait for the estimate rather than be checked at
+   * the schedule's first poll: it is not one of the share that is (FIRST_EXPLORE_SHARE, within those that
+   * explore later), and those not checked yet are enough to make an estimate. In a small batch they are not,
+   * and every job is checked at the first poll.
+   */
+  waitsForEstimate(jobId: string): boolean {
+    return (
+      !this.checkedAtFirstPoll(jobId) &&
+      this.dueAge() === undefined &&
+      this.checks.length + this.pendingExplorers.size >= MIN_CHECKS
+    );
+  }
+
+  private checkedAtFirstPoll(jobId: string): boolean {
+    return hash(jobId) < FIRST_EXPLORE_SHARE;
   }
 
   /** The age by which 90% of jobs have finished (see the top of this file), cached for a second. */

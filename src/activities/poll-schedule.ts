@@ -15,7 +15,9 @@ export function pollDelayMs(poll: PollSchedule, attempt: number, random: () => n
 
 /**
  * Once the worker knows `dueMs` (the age by which 90% of jobs have finished): a job still running at `ageMs`
- * is checked again after a tenth of that, later the further it is past it, capped by the schedule's cap.
+ * is checked again after a tenth of that, later the further it is past it, capped by the schedule's cap. A job
+ * found running before that age (checked early to explore, or before the latency was known) is next checked
+ * at it: a tenth of it later, most such jobs would still be running.
  */
 export function adaptiveDelayMs(
   poll: PollSchedule,
@@ -24,7 +26,7 @@ export function adaptiveDelayMs(
   random: () => number = Math.random,
 ): number {
   const floor = Math.max(250, Math.min(2000, poll.intervalMs));
-  const base = Math.min(poll.capMs, Math.max(floor, 0.1 * dueMs, 0.25 * (ageMs - dueMs)));
+  const base = Math.min(poll.capMs, Math.max(floor, 0.1 * dueMs, 0.25 * (ageMs - dueMs), dueMs - ageMs));
   return jitter(base, poll.jitter, random);
 }
 

@@ -35,6 +35,18 @@ export type JobCheck =
   /** The gateway no longer knows the job: 404, or the status that says so (`rawStatus`, e.g. `UNKNOWN`). */
   | { state: 'gone'; rawStatus?: string };
 
+/** When a job's first check is due by what a worker knows now (activities firstCheckTiming). */
+export interface FirstCheckTiming {
+  /**
+   * Nothing is known yet, and enough exploring jobs will be checked soon to learn it: wait and ask again.
+   * False with nothing known: check now.
+   */
+  waitForEstimate: boolean;
+  /** Absent while the worker knows no latency. */
+  dueInMs?: number;
+  spareInMs?: number;
+}
+
 export interface PollOutcome {
   status: PromptStatus;
   url?: string;

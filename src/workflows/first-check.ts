@@ -74,3 +74,14 @@ export async function waitWithSpareChecks(w: FirstCheckWait): Promise<PollOutcom
   const late = await spare; // an answer that came with the cancel is kept
   return 'outcome' in late ? late.outcome : undefined;
 }
+
+/**
+ * Waits for a job's first check: with spare checks when they can help, else a timer. The outcome a spare check
+ * found, or undefined when the due check should go now.
+ */
+export async function waitForFirstCheck(w: FirstCheckWait): Promise<PollOutcome | undefined> {
+  if (spareChecksApply(w)) return waitWithSpareChecks(w);
+  if (w.dueAt > Date.now())
+    await sleep(w.dueAt - Date.now(), { summary: `first status check of job ${w.poll.jobId}` });
+  return undefined;
+}

@@ -296,7 +296,11 @@ export class PromptState {
    * When a fresh job is first checked (the age by which 90% of jobs are finished, once learned, else the
    * schedule's first poll; never after the deadline), and from when spare checks may find it finished.
    */
-  firstCheck(): { dueAt: number; spareFrom: number | undefined } {
+  /**
+   * When the job's first check is due, from when spare checks may go, and whether that due time is known:
+   * false when the schedule's first poll stands in for a latency the worker had not learned at the submit.
+   */
+  firstCheck(): { dueAt: number; spareFrom: number | undefined; known: boolean } {
     const s = this.submitted!;
     const { adaptive, firstPollMs } = this.input.poll;
     const learned = adaptive ? s.firstCheckAgeMs : undefined;
@@ -304,6 +308,7 @@ export class PromptState {
     return {
       dueAt: Math.min(s.submittedAt + (learned ?? firstPollMs), this.deadlineAt() + 100),
       spareFrom: spareAge === undefined ? undefined : s.submittedAt + spareAge,
+      known: !adaptive || learned !== undefined,
     };
   }
 

@@ -7,6 +7,7 @@ import {
   CancellationScope,
   isCancellation,
   proxyActivities,
+  proxyLocalActivities,
   sleep,
   TemporalFailure,
   workflowInfo,
@@ -18,7 +19,7 @@ import type { InlineDownload, PollOutcome } from '../contract/jobs';
 import { workflowFailedResult, type PromptInput, type PromptResult } from '../contract/prompt';
 import { rowFields } from '../contract/rows';
 import { BatchLink } from './batch-link';
-import { spareChecksApply, waitWithSpareChecks } from './first-check';
+import { waitForFirstCheck } from './first-check';
 import { watchLateVideo, type LateRun } from './late-video';
 import { activityError, finish, orCancelled, setState } from './prompt-outcome';
 import { rewritePrompt } from './prompt-enhance';
@@ -239,18 +240,19 @@ class PromptRun implements LateRun {
       // Every dispatch on the gateway queue takes a token of the shared budget, so the wait for the first
       // check is a timer rather than a pollJob attempt that sends nothing (docs/rate-budget.md); with spare
       // budget, checks go earlier (first-check.ts).
-      const wait = {
-        gateway: this.gateway,
-        ...state.firstCheck(),
-        poll: pollInput(),
-        activityTimeoutMs: input.activityTimeoutMs,
-        intervalMs: input.poll.intervalMs,
-      };
       const waited = await orCancelled(state, 'polling', async () => {
-        if (spareChecksApply(wait)) return waitWithSpareChecks(wait);
-        if (wait.dueAt > Date.now())
-          await sleep(wait.dueAt - Date.now(), { summary: `first status check of job ${job.jobId}` });
-        return undefined;
+        const first = state.firstCheck();
+        const at = first.known ? first : await this.learnedFirstCheck(job, first.dueAt);
+        return (
+          at &&
+          waitForFirstCheck({
+            gateway: this.gateway,
+            ...at,
+            poll: pollInput(),
+            activityTimeoutMs: input.activityTimeoutMs,
+            intervalMs: input.poll.intervalMs,
+          })
+        );
       });
       if (waited.cancelled) return waited.cancelled;
       if (waited.value) return this.finished(waited.value);
@@ -273,6 +275,37 @@ class PromptRun implements LateRun {
       }
       return this.finished(outcome);
     }
+  }
+
+  /**
+   * The first check of a job submitted before the worker knew the gateway's latency: after the schedule's
+   * first poll, the worker is asked (a local activity: no gateway call, no token of the budget) when the job
+   * is due. While it knows nothing yet, the exploring share of jobs is checked now, to learn it, and the others
+   * wait another first poll and ask again, at most MAX_FIRST_ASKS times and never past the deadline, when the
+   * exploring jobs are enough to learn it (a small batch's are not). Undefined: check now.
+   */
+  private async learnedFirstCheck(
+    job: { jobId: string; submittedAt: number },
+    firstPollAt: number,
+  ): Promise<{ dueAt: number; spareFrom: number | undefined } | undefined> {
+    const { state, input } = this;
+    const { firstCheckTiming } = proxyLocalActivities<Activities>({ startToCloseTimeout: '10 seconds' });
+    const latest = state.deadlineAt() + 100;
+    let at = firstPollAt;
+    for (let ask = 0; ask < MAX_FIRST_ASKS && at < latest; ask++) {
+      if (at > Date.now())
+        await sleep(at - Date.now(), { summary: `first status check of job ${job.jobId}` });
+      const timing = await firstCheckTiming({ jobId: job.jobId, submittedAt: job.submittedAt });
+      const now = Date.now();
+      if (timing.dueInMs !== undefined)
+        return {
+          dueAt: Math.min(now + timing.dueInMs, latest),
+          spareFrom: timing.spareInMs === undefined ? undefined : now + timing.spareInMs,
+        };
+      if (!timing.waitForEstimate) return undefined;
+      at = now + input.poll.firstPollMs;
+    }
+    return undefined;
   }
 
   /** A late check found the job completed: its video fetched and verified as any row's (late-video.ts). */
@@ -372,6 +405,9 @@ class PromptRun implements LateRun {
     }
   }
 }
+
+/** How often a job submitted before the latency was known asks for it before its first check goes anyway. */
+const MAX_FIRST_ASKS = 3;
 
 /** What a cancelled row was waiting for, by the step that made it wait. */
 const WAITING = {

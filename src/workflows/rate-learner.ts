@@ -2,12 +2,14 @@
 // so it can be unit-tested and its state carried across continue-as-new. It sets the one queue limit all
 // workers share:
 // - slow start from 4 rps: the limit doubles per second while the workers' requests fill it;
-// - on a 429 (once per episode): ceiling = the rate at which it hit (the lowest limit in force over the last
-//   few seconds, or the workers' request rate if lower), limit = 0.9 x ceiling, and the queue is held at 0
-//   rps for the Retry-After; a probe that hits higher than the last ceiling moves the ceiling up (an early
-//   ceiling, set while the limit was still climbing, is often too low);
-// - after a quiet plateau, probe upwards, faster and faster; the plateau doubles each time a 429 confirms the
-//   same ceiling (a steady limit costs few 429s), and is short again when the limit moved.
+// - on the first 429: ceiling = the rate the gateway answered over the last few seconds (slow start's limits
+//   climb too fast for the one in force to say), limit = 0.9 x ceiling;
+// - on a later 429 (once per episode): a 429 at or over the ceiling confirms it; one under it is a new, lower
+//   ceiling (the lowest limit in force over the last few seconds, or the workers' request rate if lower);
+//   limit = 0.9 x ceiling (0.95 once confirmed);
+// - after a quiet plateau, probe upwards, faster and faster, but at most 10% over the ceiling; a probe held
+//   there 10 s with the queue full and no 429 raises the ceiling to it. The plateau doubles each time a 429
+//   confirms the ceiling (a steady limit costs few 429s), and is short again when the limit moved.
 // A 429 on submissions alone, with a long Retry-After, no status check refused, is not a request-rate limit
 // (the gateway caps running jobs or a quota): it does not cut the rate nor hold status checks; the prompts
 // wait out their own Retry-After. That reading is an assumption: the spec shows no 429 codes.
@@ -41,6 +43,10 @@ const SLOW_START = 2; // x per saturated second until the first 429
 const PROBE_START = 0.05;
 const PROBE_ACCEL = 0.02;
 const SAME_CEILING = 0.15; // a new ceiling this close to the last one confirms it
+// A probe goes at most this far over the ceiling, and stays there PROBE_HOLD_MS before the ceiling moves up to
+// it: a probe that grew on would overshoot far before its 429 is seen (the gateway's burst hides it).
+const PROBE_ABOVE = 1.1;
+const PROBE_HOLD_MS = 10_000;
 const MAX_PLATEAU_MS = 120_000;
 export const MIN_RATE = 0.1;
 const SAME_EPISODE_MS = 2000; // 429s this soon after a cut answer requests dispatched before it took effect
@@ -64,6 +70,8 @@ export class RateLearner {
   /** Limits applied to the server and when, to know which one was in force at a time. */
   private readonly appliedLog: { at: number; rps: number }[] = [];
   private grownAt: number;
+  /** Since when a probe has held the limit at its cap with the queue full (not carried: a probe starts over). */
+  private atCapSince: number | undefined;
   private readonly minPlateauMs: number;
   private readonly maxRate: number;
   private readonly cut: number;
@@ -130,6 +138,11 @@ export class RateLearner {
     );
   }
 
+  /** Requests the gateway answered (not 429) per second over the last few seconds. */
+  private answeredRate(now: number): number {
+    return this.rateOf(now, (r) => r.answered.submit + r.answered.status);
+  }
+
   private rateOf(now: number, f: (r: RateReport) => number): number {
     // Each report covers about the second before it, so a window holding reports since `oldest` spans that
     // much more (a learner that just started, or demand that just began, is not averaged over idle time).
@@ -156,7 +169,11 @@ export class RateLearner {
     const dt = Math.min(1, Math.max(0, now - this.grownAt) / 1000);
     this.grownAt = now;
     const s = this.state;
-    if (s.pinned !== null || now < s.holdUntil || dt === 0 || !this.saturated(now)) return;
+    if (s.pinned !== null || now < s.holdUntil || dt === 0) return;
+    if (!this.saturated(now)) {
+      this.atCapSince = undefined; // a cap not filled tells nothing about the gateway
+      return;
+    }
     if (s.ceiling === undefined) {
       s.limit = Math.min(this.maxRate, s.limit * Math.pow(SLOW_START, dt));
       return;
@@ -164,7 +181,16 @@ export class RateLearner {
     const probingS = (now - s.cutAt - s.plateauMs) / 1000;
     if (probingS < 0) return;
     const growth = Math.min(this.probeMax, 1 + PROBE_START + PROBE_ACCEL * probingS);
-    s.limit = Math.min(this.maxRate, s.limit * Math.pow(growth, dt));
+    const cap = s.ceiling * PROBE_ABOVE;
+    s.limit = Math.min(this.maxRate, cap, s.limit * Math.pow(growth, dt));
+    if (s.limit < cap) return;
+    // At the cap, the queue full: the gateway's burst is spent within PROBE_HOLD_MS, so no 429 by then means
+    // it takes this rate. It becomes the ceiling, and the next probe goes on from it.
+    this.atCapSince ??= now;
+    if (now - this.atCapSince < PROBE_HOLD_MS) return;
+    s.ceiling = cap;
+    s.confirmations = 0;
+    this.atCapSince = undefined;
   }
 
   private on429(now: number, report: RateReport): void {
@@ -176,7 +202,18 @@ export class RateLearner {
     // The rate at which it hit: the limit in force when the queue was full, else what the workers sent.
     const inForce = this.limitInForce(now);
     const sending = this.sendingRate(now);
-    const ceiling = Math.max(MIN_RATE, sending >= SATURATED * inForce ? inForce : sending);
+    let hit = Math.max(MIN_RATE, sending >= SATURATED * inForce ? inForce : sending);
+    // In slow start the limit doubles each second, so the lowest one in force over the window is far under the
+    // rate that drew the 429; the requests the gateway answered over it are not (its rate plus its burst).
+    // (Never above the highest limit in force: the queue let no more through.)
+    if (s.ceiling === undefined)
+      hit = Math.max(hit, Math.min(this.answeredRate(now), this.limitInForce(now, 'highest')));
+    // A probe above the ceiling (at most PROBE_ABOVE of it) that hits confirms it: the gateway refuses over
+    // it. Read as a new ceiling, the probe's rate would be too high: the burst lets a probe run over the
+    // limit for seconds before its first 429, and the 429 is seen two seconds later still.
+    // A ceiling no 429 has confirmed yet (the first one, often under the gateway's limit) moves up to the hit.
+    const ceiling = s.ceiling !== undefined && hit >= s.ceiling && s.confirmations > 0 ? s.ceiling : hit;
+    this.atCapSince = undefined;
     const confirmed = s.ceiling !== undefined && Math.abs(ceiling - s.ceiling) <= SAME_CEILING * s.ceiling;
     s.confirmations = confirmed ? s.confirmations + 1 : 0;
     s.plateauMs = Math.min(MAX_PLATEAU_MS, this.minPlateauMs * 2 ** s.confirmations);
@@ -199,14 +236,15 @@ export class RateLearner {
   }
 
   /** The limit the server enforced over the last window: the lowest applied in it (changes lag ~1 s). */
-  private limitInForce(now: number): number {
+  private limitInForce(now: number, which: 'lowest' | 'highest' = 'lowest'): number {
     const from = now - WINDOW_MS - TAKES_EFFECT_MS;
+    const pick = which === 'lowest' ? Math.min : Math.max;
     let inForce: number | undefined;
     for (const { at, rps } of this.appliedLog) {
       if (rps === 0) continue; // holds are not what the gateway refused
       if (at <= from)
         inForce = rps; // the last one before the window
-      else if (at <= now - TAKES_EFFECT_MS) inForce = Math.min(inForce ?? rps, rps);
+      else if (at <= now - TAKES_EFFECT_MS) inForce = pick(inForce ?? rps, rps);
     }
     return inForce ?? this.state.pinned ?? this.state.limit;
   }

@@ -113,6 +113,8 @@ describe('replay of recorded histories', () => {
         ),
       ),
       videoWithCheck: prompts.some(fetchedWithCheck),
+      // A job submitted before the latency was known asks the worker (a local activity) when it is due.
+      firstCheckAsk: prompts.some((p) => has(p, 'EVENT_TYPE_MARKER_RECORDED')),
       // C: the checks' attempts are too short to fetch a video with them; --verify strict fails a row.
       downloadActivity: prompts.some((p) => scheduled(p, 'downloadVideo').length > 0),
       refusedKey: prompts.some((p) => failedWith(p, 'Forbidden')),

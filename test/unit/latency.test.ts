@@ -38,6 +38,26 @@ describe('LatencyTracker', () => {
     expect(tracker.dueAge()).toBe(50_000);
   });
 
+  it('lets jobs submitted before anything is known wait for the estimate only when enough will teach it', () => {
+    const clock = { now: 0 };
+    // Job ids as gateways make them: opaque, not counting up.
+    const id = (i: number) => `vid_${(Math.imul(i + 1, 2654435761) >>> 0).toString(16)}`;
+    const small = new LatencyTracker(() => clock.now);
+    for (let i = 0; i < 50; i++) small.submitted(id(i));
+    // A tenth of 50 jobs is checked at the first poll: 5 first checks cannot make an estimate, so none waits.
+    expect(Array.from({ length: 50 }, (_, i) => small.waitsForEstimate(id(i))).filter(Boolean)).toEqual([]);
+
+    const large = new LatencyTracker(() => clock.now);
+    for (let i = 0; i < 300; i++) large.submitted(id(i));
+    const waiting = Array.from({ length: 300 }, (_, i) => large.waitsForEstimate(id(i)));
+    // The others wait; a tenth is checked at the first poll.
+    expect(waiting.filter(Boolean).length).toBeGreaterThan(255);
+    expect(waiting.filter(Boolean).length).toBeLessThan(285);
+    for (let i = 0; i < 300; i++) large.checked(id(i), 60_000, true);
+    clock.now += 2000;
+    expect(large.waitsForEstimate(id(1))).toBe(false); // known now: the estimate decides
+  });
+
   it('counts only first checks: a slow job checked again does not move the estimate', () => {
     const clock = { now: 0 };
     const tracker = new LatencyTracker(() => clock.now);

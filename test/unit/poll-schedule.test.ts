@@ -18,6 +18,11 @@ describe('poll schedule', () => {
     expect(adaptiveDelayMs(poll, 1000, 1000)).toBe(2000); // never below the floor
   });
 
+  it('checks a job found running before the due age again at that age', () => {
+    expect(adaptiveDelayMs(poll, 76_000, 40_000)).toBe(36_000);
+    expect(adaptiveDelayMs(poll, 76_000, 72_000)).toBe(7600); // a tenth of it at least
+  });
+
   it('jitters each delay by at most ±jitter and never below 100 ms', () => {
     const jittered = { ...DEFAULT_POLL_SCHEDULE, jitter: 0.2 };
     expect(pollDelayMs(jittered, 2, () => 0)).toBe(12_000);
@@ -62,7 +67,7 @@ describe('nextCheck', () => {
   it('checks at once when the workflow already waited for the first check, whatever the estimate now', () => {
     const estimate = learned(60_000, 54_000); // learned while the timer ran: later than when it was set
     expect(nextCheck(poll, 1, 'j', 30_000, estimate, { firstCheckDue: true })).toEqual({
-      retryDelayMs: 6000,
+      retryDelayMs: 30_000, // found running, it is checked again at the due age
     });
     expect(nextCheck(poll, 1, 'j', 30_000, estimate)).toEqual({ waitMs: 24_000 });
   });

@@ -199,11 +199,18 @@ describe('PromptState', () => {
     state.sent({ ...submitted, firstCheckAgeMs: 20_000, spareCheckAgeMs: 8000 });
     state.pausedMs = 3000;
     expect(state.deadlineAt()).toBe(5000 + 60_000 + 3000);
-    expect(state.firstCheck()).toEqual({ dueAt: 25_000, spareFrom: 13_000 });
+    expect(state.firstCheck()).toEqual({ dueAt: 25_000, spareFrom: 13_000, known: true });
 
     const fixed = prompt({ poll: { ...DEFAULT_BATCH_OPTIONS.poll, adaptive: false, firstPollMs: 30_000 } });
     fixed.sent({ ...submitted, firstCheckAgeMs: 20_000, spareCheckAgeMs: 8000 });
-    expect(fixed.firstCheck()).toEqual({ dueAt: 35_000, spareFrom: undefined });
+    expect(fixed.firstCheck()).toEqual({ dueAt: 35_000, spareFrom: undefined, known: true });
+
+    const early = prompt();
+    early.sent(submitted); // before the worker learned the gateway's latency
+    expect(early.firstCheck()).toMatchObject({
+      dueAt: 5000 + DEFAULT_BATCH_OPTIONS.poll.firstPollMs,
+      known: false,
+    });
 
     const short = prompt({ jobDeadlineMs: 1000 });
     short.sent(submitted);

@@ -225,6 +225,33 @@ describe('RateLearner', () => {
     expect(run.rate).toBeGreaterThan(0.85 * 5);
   });
 
+  it('probes at most 10% over a known ceiling, so a probe costs a 429 or two', () => {
+    const learner = new RateLearner(1_000_000);
+    const applied: number[] = [];
+    const apply = learner.applied.bind(learner);
+    learner.applied = (now, rps) => {
+      if (learner.state.ceiling !== undefined && rps > 0) applied.push(rps / learner.state.ceiling);
+      apply(now, rps);
+    };
+    const { limited } = simulate({ gatewayRps: 5, seconds: 300, learner });
+    expect(Math.max(...applied)).toBeLessThanOrEqual(1.1 + 0.005 / 4); // limits are applied to 0.01 rps
+    expect(limited).toBeLessThanOrEqual(8);
+  });
+
+  it('follows a gateway that raises its limit: a probe held at its cap without a 429 moves the ceiling up', () => {
+    const learner = new RateLearner(0, {
+      limit: 4.75,
+      ceiling: 5,
+      cutAt: 0,
+      plateauMs: 5000,
+      confirmations: 2,
+      holdUntil: 0,
+      pinned: null,
+    });
+    const { learner: after } = simulate({ gatewayRps: 8, seconds: 120, learner, start: 10_000 });
+    expect(after.state.ceiling).toBeGreaterThan(7);
+  });
+
   it('carries its state: a learner built from it wants the same limit and keeps learning from there', () => {
     const first = simulate({ gatewayRps: 4, seconds: 60 });
     const state = JSON.parse(JSON.stringify(first.learner.state)) as typeof first.learner.state;
