@@ -1,14 +1,19 @@
 // Settings read once from the environment, failing fast with the name of what is missing. Gateway settings
-// follow the OpenAI convention (base URL ending in /v1 + key); Temporal's come from its own envconfig.
+// name the provider's dialect (GATEWAY_PROVIDER), its base URL (as that dialect wants it: the Model Gateway's
+// ends in /v1) and the key; Temporal's come from its own envconfig.
 import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import type { PathRoots } from './activities/paths';
 import { ConfigError } from './errors';
 import { DEFAULT_TASK_QUEUE } from './contract/task-queue';
+import type { ProviderAdapter } from './gateway/provider';
+import { DEFAULT_PROVIDER, PROVIDERS, providerNamed } from './gateway/providers';
 
 export interface GatewaySettings {
   baseUrl: string;
+  /** The provider's dialect (GATEWAY_PROVIDER); absent: the Model Gateway's. */
+  provider?: ProviderAdapter;
   /**
    * The account money is spent on (gatewayTarget): what batches, task queues and requests are keyed by. Never
    * the key, which is a credential that rotates. Set by loadGatewaySettings; settings made by hand (tests) have
@@ -36,12 +41,31 @@ function keyFromFile(path: string): () => string {
   };
 }
 
+/** GATEWAY_PROVIDER's adapter (default: the Model Gateway); an unknown name is a ConfigError. */
+export function loadProvider(env: NodeJS.ProcessEnv = process.env): ProviderAdapter {
+  const name = env.GATEWAY_PROVIDER?.trim();
+  if (!name) return DEFAULT_PROVIDER;
+  const provider = providerNamed(name);
+  if (!provider)
+    throw new ConfigError(
+      `GATEWAY_PROVIDER must be one of ${PROVIDERS.map((p) => p.name).join(', ')}, got "${name}"`,
+    );
+  return provider;
+}
+
 export function loadGatewaySettings(env: NodeJS.ProcessEnv = process.env): GatewaySettings {
+  const provider = loadProvider(env);
+  const byDefault = provider === DEFAULT_PROVIDER;
   const rawUrl = env.GATEWAY_BASE_URL?.trim();
-  if (!rawUrl) throw new ConfigError('GATEWAY_BASE_URL is not set (the gateway base URL, ending in /v1)');
+  if (!rawUrl)
+    throw new ConfigError(
+      `GATEWAY_BASE_URL is not set (the ${byDefault ? 'gateway base URL, ending in /v1' : `${provider.name} base URL, such as ${provider.exampleBaseUrl}`})`,
+    );
   const baseUrl = rawUrl.replace(/\/+$/, '');
-  if (!/^https?:\/\/[^/]+(\/.*)?\/v1$/.test(baseUrl)) {
-    throw new ConfigError(`GATEWAY_BASE_URL must be an http(s) URL ending in /v1, got "${rawUrl}"`);
+  const wrong = provider.checkBaseUrl(baseUrl) ?? (URL.canParse(baseUrl) ? undefined : 'must be a URL');
+  if (wrong) {
+    const which = byDefault ? '' : ` for ${provider.name} (such as ${provider.exampleBaseUrl})`;
+    throw new ConfigError(`GATEWAY_BASE_URL ${wrong}${which}, got "${rawUrl}"`);
   }
   let apiKey: () => string;
   if (env.GATEWAY_API_KEY_FILE) {
@@ -73,19 +97,29 @@ export function loadGatewaySettings(env: NodeJS.ProcessEnv = process.env): Gatew
     throw new ConfigError(
       `GATEWAY_SUBMIT_TIMEOUT_MS must be a number of milliseconds > 0, got "${env.GATEWAY_SUBMIT_TIMEOUT_MS}"`,
     );
-  const target = gatewayTarget(baseUrl, env.GATEWAY_ACCOUNT);
-  return { baseUrl, target, apiKey, timeoutMs, submitTimeoutMs };
+  const target = gatewayTarget(baseUrl, env.GATEWAY_ACCOUNT, provider.name);
+  return {
+    baseUrl,
+    target,
+    apiKey,
+    timeoutMs,
+    submitTimeoutMs,
+    ...(provider === DEFAULT_PROVIDER ? {} : { provider }),
+  };
 }
 
 const ACCOUNT_LABEL = /^[A-Za-z0-9._-]{1,64}$/;
 
 /**
  * The target of a gateway: its base URL normalised (scheme and host lower-cased, default port and trailing
- * slashes dropped), plus `#<account>` when GATEWAY_ACCOUNT names one of several accounts behind one URL.
+ * slashes dropped), plus `#<account>` when GATEWAY_ACCOUNT names one of several accounts behind one URL. A
+ * provider other than the default goes in front (`openai-videos+https://host/v1`), so two dialects' batches,
+ * queues and request keys never mix; the default's target is the base URL alone, as it always was.
  */
-export function gatewayTarget(baseUrl: string, account?: string): string {
+export function gatewayTarget(baseUrl: string, account?: string, provider?: string): string {
   const url = new URL(baseUrl);
-  const normal = `${url.protocol}//${url.host}${url.pathname.replace(/\/+$/, '')}`;
+  const path = `${url.protocol}//${url.host}${url.pathname.replace(/\/+$/, '')}`;
+  const normal = provider && provider !== DEFAULT_PROVIDER.name ? `${provider}+${path}` : path;
   const label = account?.trim();
   if (!label) return normal;
   if (!ACCOUNT_LABEL.test(label))
@@ -96,16 +130,33 @@ export function gatewayTarget(baseUrl: string, account?: string): string {
 }
 
 /**
- * The target this environment's gateway settings name (GATEWAY_BASE_URL, GATEWAY_ACCOUNT), without needing a key:
- * what a starter or an operator command that holds no worker pays on, when set. Undefined: none set.
+ * The target this environment's gateway settings name (GATEWAY_BASE_URL, GATEWAY_ACCOUNT, GATEWAY_PROVIDER),
+ * without needing a key: what a starter or an operator command that holds no worker pays on, when set.
+ * Undefined: none set.
  */
 export function environmentTarget(env: NodeJS.ProcessEnv = process.env): string | undefined {
   const baseUrl = env.GATEWAY_BASE_URL?.trim().replace(/\/+$/, '');
-  return baseUrl ? gatewayTarget(baseUrl, env.GATEWAY_ACCOUNT) : undefined;
+  return baseUrl ? gatewayTarget(baseUrl, env.GATEWAY_ACCOUNT, loadProvider(env).name) : undefined;
 }
 
-/** The target of `--simulate`: the folder's simulator, never a paid gateway. */
-export const simulatorTarget = (stateFile: string) => `simulate:${resolve(stateFile)}`;
+/** The target of settings: theirs, else their base URL's with their provider (settings made by hand). */
+export function settingsTarget(settings: GatewaySettings): string {
+  return settings.target ?? gatewayTarget(settings.baseUrl, undefined, settings.provider?.name);
+}
+
+/**
+ * The target of `--simulate`: the folder's simulator, never a paid gateway. A provider other than the default
+ * goes in front (`fal+simulate:/...`), as in gatewayTarget: a try-out of each dialect has batches of its own.
+ */
+export function simulatorTarget(stateFile: string, provider?: string): string {
+  const target = `simulate:${resolve(stateFile)}`;
+  return provider && provider !== DEFAULT_PROVIDER.name ? `${provider}+${target}` : target;
+}
+
+/** The provider a target names in front (`fal+https://...`); undefined: none (the default's, or one by hand). */
+export function targetProvider(target: string): string | undefined {
+  return /^([^+:/#]+)\+/.exec(target)?.[1];
+}
 
 export const DEFAULT_GATEWAY_SUBMIT_TIMEOUT_MS = 120_000;
 

@@ -26,7 +26,7 @@ export type { FollowOptions } from './starter';
 
 // Loading and validating CSV files.
 export { loadCsv, loadValidCsv, parseCsv } from './input/csv';
-export type { ParsedCsv } from './input/csv';
+export type { CsvOptions, LoadCsvOptions, ParsedCsv } from './input/csv';
 
 // Running a worker: `runWorker` is `vidbatch worker`; `createWorker` one to run yourself.
 export { createWorker, runWorker } from './worker';
@@ -42,3 +42,43 @@ export type { BatchResult } from './contract/batch';
 export type { BatchProgress } from './contract/progress';
 export type { PromptResult } from './contract/prompt';
 export type { PromptRow } from './contract/rows';
+
+// Video APIs: the provider (adapter) interface, the adapters GATEWAY_PROVIDER names, and the one transport that
+// makes every call (docs/other-video-apis.md). A custom adapter goes into createWorker's `gateway.provider`.
+export type {
+  GenerationRequest,
+  HttpCall,
+  HttpMethod,
+  Problem,
+  ProviderAdapter,
+  ProviderJob,
+} from './gateway/provider';
+export type { CanonicalStatus } from './gateway/status';
+export { canonicalStatus } from './gateway/status';
+export { DEFAULT_PROVIDER, PROVIDERS, providerNamed } from './gateway/providers';
+export { modelGateway } from './gateway/providers/model-gateway';
+export { openAiVideos } from './gateway/providers/openai-videos';
+export { GatewayClient } from './gateway/client';
+export type { CallOptions, JobState, VideoAuth } from './gateway/client';
+export { gatewayTarget, loadGatewaySettings } from './config';
+export type { GatewaySettings } from './config';
+
+// Errors: every gateway error says whether a job may exist (`outcomeUnknown`); docs/other-video-apis.md has
+// the table of what each means.
+export {
+  AuthenticationError,
+  BadRequestError,
+  ConflictError,
+  ConnectionError,
+  GatewayError,
+  KeyRefusedError,
+  MalformedResponseError,
+  NotFoundError,
+  NotSentError,
+  PermissionDeniedError,
+  RateLimitError,
+  ServerError,
+  TimeoutError,
+  WorkerStoppingError,
+} from './gateway/errors';
+export { ConfigError, CsvValidationError, DownloadError, PathNotAllowedError, VidbatchError } from './errors';

@@ -11,10 +11,10 @@ import { openStore } from './store/open-store';
 import type { PathRoots } from './activities/paths';
 import {
   DEFAULT_SHUTDOWN_GRACE_MS,
-  gatewayTarget,
   loadGatewaySettings,
   loadTemporalSettings,
   loadWorkerSettings,
+  settingsTarget,
   shutdownForceMs,
   type GatewaySettings,
 } from './config';
@@ -79,10 +79,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     taskQueue: options.taskQueue,
     // The worker declares the target it pays on: a starter that holds no gateway settings (a deployment) names
     // its batches after it (client/target.ts).
-    identity: workerIdentity(
-      options.gateway.target ?? gatewayTarget(options.gateway.baseUrl),
-      `${process.pid}@${hostname()}`,
-    ),
+    identity: workerIdentity(settingsTarget(options.gateway), `${process.pid}@${hostname()}`),
     ...(workflowBundle ? { workflowBundle } : { workflowsPath: WORKFLOWS_PATH }),
     activities: mainActivities,
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? 200,

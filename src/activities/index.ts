@@ -26,10 +26,10 @@ export interface ActivityDeps {
 /** readRows, enhancePrompt, submitJob, checkJob, pollJob, downloadVideo, recordResults, endedPrompts. */
 export function createActivities(deps: ActivityDeps) {
   return {
-    ...createRowActivities(deps.outRoot, deps.roots, deps.store),
+    ...createRowActivities(deps.outRoot, deps.roots, deps.store, deps.gateway.provider),
     ...createJobActivities(deps.gateway, deps.outRoot, deps.roots),
     ...createEnhanceActivities(deps.gateway, deps.outRoot, deps.roots),
-    ...createOutputActivities(deps.outRoot, deps.roots),
+    ...createOutputActivities(deps.outRoot, deps.roots, () => deps.gateway.videoAuth()),
     ...createRateBudgetActivities(),
     ...createPromptActivities(),
     ...createNoticeActivities(deps.noticeSecret, deps.outRoot),

@@ -275,7 +275,8 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
     if (leftMs < 1_000) return undefined;
     try {
       const signal = AbortSignal.any([ctx.cancellationSignal, AbortSignal.timeout(leftMs)]);
-      return { ok: true, video: await fetchVideo(url, target, outRoot, roots, signal) };
+      const video = await fetchVideo(url, target, outRoot, roots, signal, gateway.videoAuth());
+      return { ok: true, video };
     } catch (err) {
       if (err instanceof ApplicationFailure && err.nonRetryable && err.type)
         return { ok: false, type: err.type, message: err.message };

@@ -9,7 +9,7 @@ import type { Logger } from '@temporalio/common';
 import type { VerifiedVideo, VideoTarget } from '../contract/jobs';
 import type { PromptResult } from '../contract/prompt';
 import { DownloadError } from '../errors';
-import { downloadVerified } from '../results/download';
+import { downloadVerified, type KeyedAccess } from '../results/download';
 import { journalPath } from '../results/jobs-journal';
 import { appendResults, manifestPath } from '../results/manifest';
 import { logAt } from '../store/object-log';
@@ -28,7 +28,8 @@ const DOWNLOAD_HEARTBEAT_MS = 5_000;
 /**
  * Fetches a finished video into its target, verified, then checks it against its row's request. Throws an
  * ApplicationFailure (UrlExpired, DownloadFailed) when the download fails; `signal` stops it (a .part file
- * stays for the next attempt to resume).
+ * stays for the next attempt to resume). `auth`: the key's headers for a provider that serves its videos
+ * itself, from this worker's settings (never from the workflow: the key stays out of history).
  */
 export async function fetchVideo(
   url: string,
@@ -36,6 +37,7 @@ export async function fetchVideo(
   outRoot: string,
   roots: PathRoots | undefined,
   signal: AbortSignal,
+  auth?: KeyedAccess,
 ): Promise<VerifiedVideo> {
   try {
     // Without `dir` the video goes where the batch's manifest goes, so the out roots allow it.
@@ -56,6 +58,7 @@ export async function fetchVideo(
     const { file, sha256, bytes } = await downloadVerified(url, dirname(target), basename(target), {
       signal,
       ...(maxBytes !== undefined ? { maxBytes } : {}),
+      ...(auth ? { auth } : {}),
     });
     // A mismatch is reported, never thrown: retrying cannot change what the gateway made.
     const verification = await verifyVideo(file, askedOf(parameters));
@@ -122,8 +125,13 @@ async function clearStaging(dir: string, before: number): Promise<void> {
 /**
  * `outRoot`: the root under which each batch gets `<outRoot>/<batchId>/` unless it names its own folder.
  * `roots`: where manifests and videos may be written (activities/paths.ts); undefined: anywhere.
+ * `videoAuth`: what fetching the provider's own video URLs needs (GatewayClient.videoAuth), asked per download.
  */
-export function createOutputActivities(outRoot: string, roots?: PathRoots) {
+export function createOutputActivities(
+  outRoot: string,
+  roots?: PathRoots,
+  videoAuth?: () => KeyedAccess | undefined,
+) {
   void clearStaging(resolve(outRoot, STAGING_DIR), Date.now());
   return {
     async downloadVideo({ url, ...target }: VideoTarget & { url: string }): Promise<VerifiedVideo> {
@@ -134,7 +142,7 @@ export function createOutputActivities(outRoot: string, roots?: PathRoots) {
       try {
         // A stopping worker cancels its activities after the grace: a download stops there (and resumes
         // from its .part file on the next attempt) rather than keeping the worker up to its own timeout.
-        return await fetchVideo(url, target, outRoot, roots, ctx.cancellationSignal);
+        return await fetchVideo(url, target, outRoot, roots, ctx.cancellationSignal, videoAuth?.());
       } finally {
         clearInterval(beat);
       }

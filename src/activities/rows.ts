@@ -13,7 +13,7 @@ import type { VerifyMode } from '../contract/batch-options';
 import type { EnhanceOptions } from '../contract/enhance';
 import type { Verification } from '../contract/jobs';
 import { VIDEO_MISMATCH_CODE, type PromptResult } from '../contract/prompt';
-import { csvFileSha256, loadCsv, loadCsvFrom, type ParsedCsv } from '../input/csv';
+import { csvFileSha256, loadCsv, loadCsvFrom, type CsvProvider, type ParsedCsv } from '../input/csv';
 import { RowsFileReader, rowsFileKey, writeRowsFile } from '../input/rows-file';
 import { PathNotAllowedError } from '../errors';
 import { LocalStore } from '../store/local-store';
@@ -120,8 +120,14 @@ function activityContext(): Context | undefined {
 /**
  * `roots`: where CSVs may be read and output folders consulted (activities/paths.ts); undefined: anywhere.
  * `store`: the shared object store (VIDBATCH_STORE), where batches started with it keep their CSV and rows.
+ * `provider`: the one this worker sends to, whose defaults a row that names none gets (as `run` read it).
  */
-export function createRowActivities(outRoot = 'out', roots?: PathRoots, store?: ObjectStore) {
+export function createRowActivities(
+  outRoot = 'out',
+  roots?: PathRoots,
+  store?: ObjectStore,
+  provider?: CsvProvider,
+) {
   // The CSVs whose sha256 was checked, by size and mtime: a file whose size or mtime moved is hashed again, so
   // an edit is noticed on the next page. And a reader per rows file, which knows where its pages start.
   const checked = cached(16, () => ({ stamp: '' }));
@@ -172,15 +178,15 @@ export function createRowActivities(outRoot = 'out', roots?: PathRoots, store?: 
    * from the CSV here when it is missing.
    */
   async function rowsOf(input: ReadRowsInput, csv: { path: string; key?: string }, root: string) {
-    const key = rowsFileKey(input.csvSha256, input.enhance);
+    const key = rowsFileKey(input.csvSha256, input.enhance, provider);
     const rows = reader(`${csv.key === undefined ? root : ''}\n${key}\n${input.csvSha256}`);
     const page = await rows.page(input.offset, input.limit);
     if (page) return page;
     let parsed: ParsedCsv | undefined;
-    if (csv.key === undefined) parsed = await loadCsv(csv.path);
+    if (csv.key === undefined) parsed = await loadCsv(csv.path, { provider });
     else {
       const chunks = await store!.stream(csv.key);
-      if (chunks) parsed = await loadCsvFrom(chunks, csv.path);
+      if (chunks) parsed = await loadCsvFrom(chunks, csv.path, { provider });
     }
     if (parsed?.sha256 !== input.csvSha256)
       throw csvChanged(

@@ -9,8 +9,10 @@ import { BatchIdAttr, StateAttr } from '../contract/search-attributes';
 import type { BatchInput } from '../contract/batch';
 import { DEFAULT_BATCH_OPTIONS, concurrencyProblem, type BatchOptions } from '../contract/batch-options';
 import { BATCH_ID } from '../contract/target';
-import { loadWorkerSettings } from '../config';
+import { loadProvider, loadWorkerSettings, targetProvider } from '../config';
 import { ConfigError, UnservedBatchError } from '../errors';
+import type { ProviderAdapter } from '../gateway/provider';
+import { DEFAULT_PROVIDER, providerNamed } from '../gateway/providers';
 import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
 import { rowsFileKey, writeRowsFile } from '../input/rows-file';
 import { putInput, sourceName, type CsvSource } from '../store/inputs';
@@ -183,6 +185,23 @@ export interface StartedBatch {
   runsOn?: string;
 }
 
+/**
+ * The rows are read with the defaults of the provider they are sent to: one that is not the provider the target
+ * names (the workers' GATEWAY_PROVIDER differs from this process's) would send other values than the manifest
+ * says. A target without a provider in front is the default's, or one made by hand for a custom adapter.
+ */
+function checkProvider(target: BatchTarget, provider: ProviderAdapter, taskQueue: string): void {
+  const named = targetProvider(target.target);
+  const builtIn = providerNamed(provider.name) === provider;
+  if (named === undefined ? !builtIn || provider === DEFAULT_PROVIDER : named === provider.name) return;
+  const theirs = named ?? DEFAULT_PROVIDER.name;
+  throw new ConfigError(
+    `the batch would run for ${target.target}` +
+      (target.from === 'declared' ? ` (the target the workers on task queue "${taskQueue}" declare)` : '') +
+      `, a ${theirs} target, but its rows were read for ${provider.name} (GATEWAY_PROVIDER): set GATEWAY_PROVIDER=${theirs} here, as its workers have it`,
+  );
+}
+
 /** Validates the CSV (nothing is submitted from a file with errors), then starts its batch or attaches to it. */
 export async function startBatch(
   session: Session,
@@ -194,10 +213,18 @@ export async function startBatch(
   log: (message: string) => void = (m) => console.error(m),
 ): Promise<StartedBatch> {
   if (!parsed && typeof source !== 'string') throw new Error('startBatch: an object source comes parsed');
-  const csv = parsed ?? (await loadValidCsv(source as string));
+  // The provider whose defaults the rows get: this process's worker's, else GATEWAY_PROVIDER's.
+  const provider = session.provider ?? loadProvider();
+  const readFor = parsed?.provider ?? DEFAULT_PROVIDER.name;
+  if (parsed && readFor !== provider.name)
+    throw new Error(
+      `startBatch: the CSV was read for ${readFor}, the session sends to ${provider.name}: read it with { provider }`,
+    );
+  const csv = parsed ?? (await loadValidCsv(source as string, { provider }));
   const csvPath = sourceName(source, resolve);
   const { outRoot, store: storeUrl } = loadWorkerSettings();
   const target = await batchTarget(session);
+  checkProvider(target, provider, session.taskQueue);
   // The root the batch's folder goes in: --out-root, else the shared store, else the worker's.
   const root = options.outDir ?? storeUrl ?? outRoot;
   const batchId = batchIdFor(csv, { target: target.target, root });
@@ -285,7 +312,7 @@ export async function startBatch(
     else if (typeof source !== 'string')
       throw new ConfigError(`${csvPath}: a CSV in a bucket needs VIDBATCH_STORE`);
     const store = shared ?? new LocalStore(dirname(resolve(batchOptions.outDir ?? join(outRoot, batchId))));
-    const key = rowsFileKey(csv.sha256, batchOptions.enhance);
+    const key = rowsFileKey(csv.sha256, batchOptions.enhance, provider);
     await writeRowsFile(store, key, csv.sha256, csv.rows, batchOptions.enhance).catch((err: Error) =>
       log(`could not write ${store.urlOf(key)} (${err.message}): the workers write it from the CSV`),
     );

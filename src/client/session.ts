@@ -12,6 +12,7 @@ import type { PathRoots } from '../activities/paths';
 import {
   gatewayTarget,
   loadGatewaySettings,
+  loadProvider,
   loadTemporalSettings,
   loadWorkerSettings,
   shutdownForceMs,
@@ -32,6 +33,8 @@ import {
   type LocalServerOwner,
 } from '../dev-server/local-server';
 import { ConfigError } from '../errors';
+import type { ProviderAdapter } from '../gateway/provider';
+import { DEFAULT_PROVIDER } from '../gateway/providers';
 import { startSimulator, type Simulator, type SimulatorOptions } from '../simulator/server';
 import { createWorker } from '../worker';
 import { isolatedQueue } from './task-queue';
@@ -40,6 +43,27 @@ import { isolatedQueue } from './task-queue';
 const SIMULATOR_KEY = 'sk-vidbatch-local-simulator';
 /** Mean latency of simulated jobs under `--simulate` (± half of it). */
 export const SIMULATED_JOB_SECONDS = 8;
+
+/**
+ * Where the simulator serves each provider's dialect (simulator/routes.ts, dialect-server.ts), as that
+ * provider's base URL takes it; the adapter brings its own key scheme (fal's `Key`), which the simulator reads.
+ */
+const SIMULATOR_PATHS: Record<string, string> = {
+  'model-gateway': '/v1',
+  'openai-videos': '/openai/v1',
+  fal: '/fal',
+  replicate: '/replicate/v1',
+};
+
+/** The path of `provider`'s dialect on the simulator, below its origin: `--simulate`'s base URL. */
+export function simulatorPath(provider: Pick<ProviderAdapter, 'name'>): string {
+  const path = SIMULATOR_PATHS[provider.name];
+  if (path === undefined)
+    throw new ConfigError(
+      `--simulate: the simulator speaks no ${provider.name} dialect (it speaks ${Object.keys(SIMULATOR_PATHS).join(', ')})`,
+    );
+  return path;
+}
 
 export interface SessionOptions {
   /** Start the gateway simulator and point the in-process worker at it. */
@@ -76,6 +100,11 @@ export interface Session {
    * declare (client/target.ts).
    */
   target?: string;
+  /**
+   * The provider this process's worker sends to: a batch's rows get its defaults (startBatch). Unset where this
+   * process runs no worker: GATEWAY_PROVIDER's (config.ts loadProvider).
+   */
+  provider?: ProviderAdapter;
   namespace: string;
   uiUrl?: string;
   /** Unset in sessions that tests and benchmarks build by hand. */
@@ -105,10 +134,15 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
   try {
     let simulator: Simulator | undefined;
     if (options.simulate) {
-      simulator = await startLocalSimulator(options.simulate, cleanups);
+      // GATEWAY_PROVIDER picks the dialect the simulator is spoken to in (checked before anything starts).
+      const provider = loadProvider(env);
+      const byDefault = provider === DEFAULT_PROVIDER;
+      const path = simulatorPath(provider);
+      simulator = await startLocalSimulator(options.simulate, cleanups, byDefault ? undefined : provider);
       gateway = {
-        baseUrl: simulator.baseUrl,
-        target: simulatorTarget(SIMULATOR_STATE_FILE),
+        baseUrl: `${simulator.origin}${path}`,
+        ...(byDefault ? {} : { provider }),
+        target: simulatorTarget(SIMULATOR_STATE_FILE, provider.name),
         apiKey: () => SIMULATOR_KEY,
         timeoutMs: 20_000,
       };
@@ -169,6 +203,7 @@ export async function openSession(options: SessionOptions = {}): Promise<Session
       client,
       taskQueue,
       ...(target ? { target } : {}),
+      ...(gateway ? { provider: gateway.provider ?? DEFAULT_PROVIDER } : {}),
       namespace: temporal.namespace,
       uiUrl: server.uiUrl,
       server: server.kind,
@@ -188,6 +223,8 @@ export const SIMULATOR_STATE_FILE = join(STATE_DIR, 'simulator-state.json');
 async function startLocalSimulator(
   simulate: SimulatorOptions | true,
   cleanups: Cleanups,
+  /** The dialect it is spoken to in, when not the Model Gateway's. */
+  provider?: ProviderAdapter,
 ): Promise<Simulator> {
   await mkdir(STATE_DIR, { recursive: true });
   const simulator = await startSimulator({
@@ -198,7 +235,11 @@ async function startLocalSimulator(
     ...(typeof simulate === 'object' ? simulate : {}),
   });
   cleanups.push(() => simulator.close());
-  log(`Gateway simulator at ${simulator.baseUrl}`);
+  log(
+    provider
+      ? `Gateway simulator at ${simulator.origin}${simulatorPath(provider)} (${provider.name})`
+      : `Gateway simulator at ${simulator.baseUrl}`,
+  );
   return simulator;
 }
 

@@ -2,7 +2,7 @@
 // may hold no gateway settings, so its batches run for the target the workers on its task queue declare in
 // their identity (contract/target.ts), and `run` says which.
 import proto from '@temporalio/proto';
-import { environmentTarget, simulatorTarget } from '../config';
+import { environmentTarget, loadProvider, simulatorTarget } from '../config';
 import { declaredTarget } from '../contract/target';
 import { ConfigError } from '../errors';
 import { openSession, type Session } from './session';
@@ -33,7 +33,7 @@ export async function plannedTarget(
   stateFile: string,
   env = process.env,
 ): Promise<string | undefined> {
-  if (simulate) return simulatorTarget(stateFile);
+  if (simulate) return simulatorTarget(stateFile, loadProvider(env).name);
   const own = environmentTarget(env);
   if (own || !env.TEMPORAL_ADDRESS) return own;
   const session = await openSession({ worker: false });

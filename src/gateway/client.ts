@@ -1,75 +1,53 @@
-// The Model Gateway client (undici + zod). It makes exactly one HTTP call per method call: retry decisions
-// belong to Temporal (activity retries and durable timers), so every outcome surfaces as a value or a typed
-// error from errors.ts. Text from the gateway is redacted (redact.ts) before it goes into any value or error.
-import { request, type Dispatcher } from 'undici';
-import { z } from 'zod';
+// The gateway transport (undici + zod), for every provider: an adapter (provider.ts) says what a call is in
+// its dialect and what the answers mean, and this makes the calls. It makes exactly one HTTP call per method
+// call (a check whose answer points at its result makes a second): retry decisions belong to Temporal (activity
+// retries and durable timers), so every outcome surfaces as a value or a typed error from errors.ts. Text from
+// the gateway is redacted (redact.ts) before it goes into any value or error, and the key goes only to the
+// base URL's origin.
 import type { GatewaySettings } from '../config';
 import { DEFAULT_RETRY_AFTER_MS } from '../contract/failures';
 import {
   AuthenticationError,
+  BadRequestError,
   ConnectionError,
-  errorForStatus,
   GatewayError,
   KeyRefusedError,
   MalformedResponseError,
   NotSentError,
   PermissionDeniedError,
   RateLimitError,
-  TimeoutError,
   WorkerStoppingError,
 } from './errors';
 import { readChatAnswer, type ChatAnswer, type ChatMessage } from './chat';
+import type { GenerationRequest, HttpCall, Problem, ProviderAdapter, ProviderJob } from './provider';
+import { DEFAULT_PROVIDER } from './providers';
 import { RetryAfterHolds, type CallKind } from './retry-after-hold';
 import { redactSecrets } from './redact';
-import { readRetryAfter } from './retry-after';
-import { canonicalStatus, type CanonicalStatus } from './status';
+import { sendCall, type Answer } from './send-call';
+import type { CanonicalStatus } from './status';
 
-export interface GenerationRequest {
-  model: string;
-  input: Record<string, unknown>;
-  parameters?: Record<string, unknown>;
-}
+export type { GenerationRequest } from './provider';
 
 export interface JobState {
   id: string;
   status: CanonicalStatus;
   /** The status string exactly as the gateway sent it. */
   rawStatus: string;
+  /** Absolute: a path the provider gave is resolved against the base URL. */
   url?: string;
   error?: { code: string; message: string };
   /** The gateway's `x-request-id` of the answer, when it sent one. */
   requestId?: string;
 }
 
-/** A 2xx answer: its JSON body and the gateway's request id. */
-interface Answer {
-  json: unknown;
-  requestId: string | undefined;
+/**
+ * What fetching a provider's own video URL needs: the headers that carry the key, and the base URL they are
+ * limited to (results/download.ts sends them only to URLs under it, never after a hop away from it).
+ */
+export interface VideoAuth {
+  base: string;
+  headers: Record<string, string>;
 }
-
-const errorBody = z.object({
-  error: z.object({ code: z.string().optional(), message: z.string().optional() }),
-});
-const jobBody = z.looseObject({
-  id: z.string().min(1),
-  status: z.string().min(1),
-  // A `completed` job without a usable URL is the caller's to judge (the row ends `no_video_url`), not a
-  // transient error to retry forever.
-  data: z.array(z.looseObject({ url: z.string().optional() })).optional(),
-  error: z.looseObject({ code: z.string().optional(), message: z.string().optional() }).nullish(),
-});
-const modelsBody = z.looseObject({ data: z.array(z.looseObject({ id: z.string() })) });
-
-/** Connection failures that happen before a byte of the request leaves: the gateway cannot have seen it. */
-const NOT_SENT_CODES = new Set([
-  'ECONNREFUSED',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'UND_ERR_CONNECT_TIMEOUT',
-  'ERR_INVALID_URL',
-]);
 
 /** How one call may go: all optional. */
 export interface CallOptions {
@@ -89,15 +67,8 @@ export interface CallOptions {
   beforeSend?: () => void | Promise<void>;
 }
 
-/** Most of a non-JSON error body that goes into a message. */
-const MAX_ERROR_TEXT = 200;
 /** Most of a job status that goes into a message. */
 const MAX_STATUS_TEXT = 100;
-
-/** A response header's value (the first, if sent more than once). */
-function header(raw: string | string[] | undefined): string | undefined {
-  return Array.isArray(raw) ? raw[0] : raw;
-}
 
 /** Below this much time left, a call is not sent at all: it could not get an answer in time. */
 const MIN_SEND_MS = 250;
@@ -107,12 +78,19 @@ export class GatewayClient {
   readonly holds = new RetryAfterHolds();
   /** Told of every request sent (the gateway worker reports them to the rate-budget learner). */
   onRequest: ((kind: CallKind) => void) | undefined;
+  /** The dialect spoken: the adapter given, else the settings', else the Model Gateway's. */
+  readonly provider: ProviderAdapter;
   /** The key the gateway refused (401/403) and when: calls with it are refused here until it is lifted. */
   private refusal: { key: string; at: number; status: number; message: string } | undefined;
   /** Set by stop(): from then on no request is sent. */
   private stopping = false;
 
-  constructor(private readonly options: GatewaySettings) {}
+  constructor(
+    private readonly options: GatewaySettings,
+    provider?: ProviderAdapter,
+  ) {
+    this.provider = provider ?? options.provider ?? DEFAULT_PROVIDER;
+  }
 
   /** How long one status or models call may take (GATEWAY_TIMEOUT_MS). */
   get timeoutMs(): number {
@@ -136,37 +114,70 @@ export class GatewayClient {
   }
 
   /**
-   * Submits one job. `idempotencyKey` must be the same on every retry of the same row. Errors say whether
-   * a job may exist (`outcomeUnknown`).
+   * The request as it is sent, and what the provider would refuse in it (validate), or undefined. A row's
+   * defaults are the provider's already (the CSV reader fills them in): the request is sent as the row says.
+   */
+  prepare(request: GenerationRequest): { request: GenerationRequest; problem?: string } {
+    const problem = this.provider.validate?.(request);
+    return problem ? { request, problem } : { request };
+  }
+
+  /**
+   * Submits one job. `idempotencyKey` must be the same on every retry of the same row (sent only where the
+   * provider takes one). Errors say whether a job may exist (`outcomeUnknown`); a request the provider
+   * cannot take is a BadRequestError, nothing sent.
    */
   async submit(
     body: GenerationRequest,
     idempotencyKey: string,
     options: CallOptions = {},
   ): Promise<JobState> {
-    const answer = await this.call('POST', '/videos/generations', options, body, {
-      'idempotency-key': idempotencyKey,
-    });
-    // A 2xx whose body cannot be read may still be a new job: toJobState's MalformedResponseError is unknown.
-    return this.toJobState(answer);
+    const { request, problem } = this.prepare(body);
+    if (problem)
+      throw new BadRequestError(
+        `not sent: ${this.provider.name}: ${problem}`,
+        undefined,
+        'unsupported_value',
+      );
+    const answer = await this.call(this.provider.submit(request, idempotencyKey), options);
+    // A 2xx whose body cannot be read may still be a new job: the MalformedResponseError is unknown.
+    return this.toJobState(this.read(this.provider.readJob, answer), answer.requestId);
   }
 
+  /** One status check; a provider whose completed job keeps its result elsewhere gets a second call for it. */
   async getJob(jobId: string, options: CallOptions = {}): Promise<JobState> {
-    const path = `/videos/generations/${encodeURIComponent(jobId)}`;
-    return this.toJobState(await this.call('GET', path, options));
+    const answer = await this.call(this.provider.check(jobId), options);
+    const job = this.read(this.provider.readJob, answer);
+    if (!job.follow) return this.toJobState(job, answer.requestId);
+    const result = await this.call(job.follow.call, options);
+    // The result call answers for the same job: its id stays the one the caller holds.
+    const followed = this.read(job.follow.read, result);
+    return this.toJobState({ ...followed, id: job.id, follow: undefined }, result.requestId);
   }
 
   /**
-   * One chat completion (POST /chat/completions). A POST, so it shares the submissions' Retry-After hold: a 429
-   * on it is the same gateway's limit. The answer's text, or what is wrong with it (chat.ts); the caller
-   * decides what a bad answer does.
+   * Stops a job where the provider can (its cancel call): true once it answered 2xx, false when the provider
+   * has no way to cancel. Errors as for a status check.
+   */
+  async cancel(jobId: string, options: CallOptions = {}): Promise<boolean> {
+    if (!this.provider.cancel) return false;
+    await this.call(this.provider.cancel(jobId), options);
+    return true;
+  }
+
+  /**
+   * One chat completion (POST /chat/completions where the provider serves it). A POST, so it shares the
+   * submissions' Retry-After hold: a 429 on it is the same gateway's limit. The answer's text, or what is
+   * wrong with it (chat.ts); the caller decides what a bad answer does.
    */
   async chat(
     model: string,
     messages: ChatMessage[],
     options: CallOptions = {},
   ): Promise<ChatAnswer & { requestId?: string }> {
-    const { json, requestId } = await this.call('POST', '/chat/completions', options, { model, messages });
+    if (!this.provider.chat)
+      throw new BadRequestError(`not sent: ${this.provider.name} serves no chat completions`);
+    const { json, requestId } = await this.call(this.provider.chat(model, messages), options);
     const answer = readChatAnswer(json);
     // Gateway text goes into the row's message and the kept rewrite: redacted like every other answer.
     const redacted =
@@ -176,37 +187,61 @@ export class GatewayClient {
     return { ...redacted, ...(requestId ? { requestId } : {}) };
   }
 
-  async listModels(): Promise<string[]> {
-    const { json, requestId } = await this.call('GET', '/models', {});
-    const parsed = modelsBody.safeParse(json);
-    if (!parsed.success)
-      throw new MalformedResponseError(
-        'GET /models returned an unexpected body',
-        undefined,
-        undefined,
-        requestId,
-      );
-    return parsed.data.data.map((m) => m.id);
+  /** Whether listModels can ask the provider (not every dialect lists its models). */
+  get canListModels(): boolean {
+    return this.provider.models !== undefined;
   }
 
-  private toJobState({ json, requestId }: Answer): JobState {
-    const parsed = jobBody.safeParse(json);
-    if (!parsed.success)
-      throw new MalformedResponseError(
-        `job response has an unexpected shape: ${parsed.error.issues[0]?.message}`,
-        undefined,
-        undefined,
-        requestId,
-      );
-    const { id, data, error } = parsed.data;
+  async listModels(): Promise<string[]> {
+    const models = this.provider.models;
+    if (!models) throw new BadRequestError(`not sent: ${this.provider.name} lists no models`);
+    const { json, requestId } = await this.call(models.call, {});
+    const listed = models.read(json);
+    if ('problem' in listed)
+      throw new MalformedResponseError(this.redact(listed.problem), undefined, undefined, requestId);
+    return listed;
+  }
+
+  /** Whether verifyKey can ask the provider (a provider that lists no models may have another call). */
+  get canVerifyKey(): boolean {
+    return this.provider.keyCheck !== undefined;
+  }
+
+  /**
+   * The provider's cheap key check (keyCheck): resolves once it answered 2xx, else the call's error (a 401 or
+   * 403 for a key the provider refuses). Makes no job.
+   */
+  async verifyKey(): Promise<void> {
+    const check = this.provider.keyCheck;
+    if (!check) throw new BadRequestError(`not sent: ${this.provider.name} has no key check`);
+    await this.call(check, {});
+  }
+
+  /**
+   * What fetching this provider's videos needs: for one that serves them itself, the key's headers, limited
+   * to the base URL (read per call, so a rotated key is used). Undefined: videos are fetched without the key.
+   */
+  videoAuth(): VideoAuth | undefined {
+    if (!this.provider.videoNeedsKey) return undefined;
+    return { base: this.options.baseUrl, headers: this.provider.authorization(this.options.apiKey()) };
+  }
+
+  /** An answer read by the adapter; what it cannot read is a MalformedResponseError. */
+  private read(read: (json: unknown) => ProviderJob | Problem, { json, requestId }: Answer): ProviderJob {
+    const job = read(json);
+    if ('problem' in job)
+      throw new MalformedResponseError(this.redact(job.problem), undefined, undefined, requestId);
+    return job;
+  }
+
+  private toJobState(job: ProviderJob, requestId: string | undefined): JobState {
     // The status goes into messages ("still <status> at its deadline"): gateway text, redacted and bounded.
-    const rawStatus = this.redact(parsed.data.status).slice(0, MAX_STATUS_TEXT);
-    const status = canonicalStatus(rawStatus);
-    const raw = data?.[0]?.url;
-    const url = raw && URL.canParse(raw) ? raw : undefined;
+    const rawStatus = this.redact(job.rawStatus).slice(0, MAX_STATUS_TEXT);
+    const url = this.absolute(job.url);
+    const { error } = job;
     return {
-      id,
-      status,
+      id: job.id,
+      status: job.status,
       rawStatus,
       ...(url ? { url } : {}),
       ...(error
@@ -221,10 +256,21 @@ export class GatewayClient {
     };
   }
 
-  /** The gateway's request id as it goes into messages: printable, bounded, and never the key. */
-  private requestIdOf(raw: string | undefined): string | undefined {
-    if (!raw || !/^[\x21-\x7e]{1,128}$/.test(raw)) return undefined;
-    return this.redact(raw);
+  /** A video URL as callers get it: a path resolved against the base URL; anything unusable dropped. */
+  private absolute(url: string | undefined): string | undefined {
+    if (!url) return undefined;
+    const full = url.startsWith('/') ? `${this.options.baseUrl}${url}` : url;
+    return URL.canParse(full) ? full : undefined;
+  }
+
+  /**
+   * Where a call goes: a path under the base URL, or an absolute URL on its origin. Anything else is refused
+   * before sending (the key goes with every call).
+   */
+  private urlOf(path: string, what: string): string {
+    if (path.startsWith('/')) return `${this.options.baseUrl}${path}`;
+    if (URL.canParse(path) && new URL(path).origin === new URL(this.options.baseUrl).origin) return path;
+    throw new BadRequestError(`${what}: not sent: not on the gateway's origin`);
   }
 
   /**
@@ -255,17 +301,13 @@ export class GatewayClient {
   }
 
   /** Every request goes through here: the key check, Retry-After holds, 429s and refusals. */
-  private async call(
-    method: 'GET' | 'POST',
-    path: string,
-    options: CallOptions,
-    body?: unknown,
-    extraHeaders: Record<string, string> = {},
-  ): Promise<Answer> {
+  private async call(http: HttpCall, options: CallOptions): Promise<Answer> {
+    const { method, path } = http;
     const what = `${method} ${path}`;
+    const url = this.urlOf(path, what);
     if (this.stopping) throw new WorkerStoppingError(what);
     this.checkKey(what, options.unblockedAt);
-    const kind: CallKind = method === 'POST' ? 'submit' : 'status';
+    const kind: CallKind = http.kind ?? (method === 'POST' ? 'submit' : 'status');
     await this.holds.wait(kind, options.maxWaitMs ?? Infinity);
     // Again after the hold: a call that waited must not go out once the worker stops, or with a key refused
     // meanwhile.
@@ -292,7 +334,16 @@ export class GatewayClient {
       );
     this.onRequest?.(kind);
     try {
-      return await this.send(method, path, body, extraHeaders, key, timeoutMs);
+      return await sendCall({
+        what,
+        url,
+        call: http,
+        headers: this.provider.authorization(key),
+        timeoutMs,
+        readError: (json) => this.provider.readError(json),
+        ...(this.provider.readRetryAfter ? { readRetryAfter: this.provider.readRetryAfter } : {}),
+        redact: (text) => this.redact(text),
+      });
     } catch (err) {
       const error = err instanceof GatewayError ? err : new GatewayError(this.redact(String(err)));
       if (error instanceof RateLimitError)
@@ -302,87 +353,5 @@ export class GatewayClient {
       }
       throw error;
     }
-  }
-
-  private async send(
-    method: string,
-    path: string,
-    body: unknown,
-    extraHeaders: Record<string, string>,
-    key: string,
-    timeoutMs: number,
-  ): Promise<Answer> {
-    const what = `${method} ${path}`;
-    let response: Dispatcher.ResponseData;
-    let text: string;
-    try {
-      response = await request(`${this.options.baseUrl}${path}`, {
-        method,
-        headers: {
-          authorization: `Bearer ${key}`,
-          accept: 'application/json',
-          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-          ...extraHeaders,
-        },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      text = await response.body.text();
-    } catch (err) {
-      const e = err as { name?: string; code?: string; cause?: { code?: string } };
-      if (
-        e.name === 'TimeoutError' ||
-        e.name === 'AbortError' ||
-        e.code === 'UND_ERR_HEADERS_TIMEOUT' ||
-        e.code === 'UND_ERR_BODY_TIMEOUT'
-      ) {
-        throw new TimeoutError(
-          `${what}: no response within ${timeoutMs} ms (the request may have been processed)`,
-        );
-      }
-      const code = e.code ?? e.cause?.code;
-      const beforeSending = code !== undefined && NOT_SENT_CODES.has(code);
-      throw new ConnectionError(
-        `${what}: connection failed (${code ?? e.name ?? 'unknown'})` +
-          (beforeSending ? ', nothing sent' : ' (the request may have been processed)'),
-        beforeSending,
-      );
-    }
-    const { statusCode } = response;
-    const requestId = this.requestIdOf(header(response.headers['x-request-id']));
-    let json: unknown;
-    try {
-      json = text ? JSON.parse(text) : undefined;
-    } catch {
-      if (statusCode >= 200 && statusCode < 300)
-        throw new MalformedResponseError(
-          `${what}: response body is not JSON`,
-          statusCode,
-          undefined,
-          requestId,
-        );
-    }
-    if (statusCode >= 200 && statusCode < 300) return { json, requestId };
-
-    const parsedError = errorBody.safeParse(json);
-    const rawCode = parsedError.success ? parsedError.data.error.code : undefined;
-    // The code becomes a row's errorCode: gateway text like the message.
-    const code = rawCode === undefined ? undefined : this.redact(rawCode);
-    // Redacted before it is cut: a key straddling the cut would otherwise survive in part.
-    const detail = parsedError.success
-      ? this.redact(parsedError.data.error.message ?? rawCode ?? '')
-      : this.redact(text).slice(0, MAX_ERROR_TEXT);
-    const message = `${what}: ${statusCode}${detail ? ` ${detail}` : ''}`;
-    const retryAfter = header(response.headers['retry-after']);
-    const wait = statusCode === 429 ? readRetryAfter(retryAfter) : undefined;
-    throw errorForStatus(
-      statusCode,
-      message,
-      code,
-      wait?.ms,
-      retryAfter === undefined ? undefined : this.redact(retryAfter).slice(0, MAX_STATUS_TEXT),
-      requestId,
-      wait?.clamped ? wait.askedMs : undefined,
-    );
   }
 }

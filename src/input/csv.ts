@@ -8,6 +8,7 @@ import { parse } from 'csv-parse/sync';
 import { z } from 'zod';
 import { CsvValidationError, type CsvProblem } from '../errors';
 import { DEFAULT_MODEL, type PromptRow } from '../contract/rows';
+import type { ProviderAdapter } from '../gateway/provider';
 import { assignRequestKeys } from './request-key';
 import { restoreFormula } from './csv-formula';
 import { LineLocator } from './line-locator';
@@ -26,7 +27,47 @@ const PROMPT_ALIASES = ['text', 'prompts', 'caption', 'description', 'query', 'i
 export const MAX_ROW_BYTES = 128 * 1024;
 export const MAX_PASS_THROUGH_CELL_BYTES = 64 * 1024;
 
+/** A row's model, resolution and duration when it names none and its provider has no defaults of its own. */
 export const DEFAULTS = { model: DEFAULT_MODEL, resolution: '720P', duration: 5 } as const;
+
+/** What the reader needs of the provider the rows are for: its defaults and what it cannot take. */
+export type CsvProvider = Pick<ProviderAdapter, 'name' | 'defaultModel' | 'defaults' | 'validate'>;
+
+export interface CsvOptions {
+  /**
+   * The provider the rows are sent to (GATEWAY_PROVIDER's adapter): its defaults fill in what a row leaves out,
+   * and each row is checked with its `validate`. Absent: the Model Gateway's defaults, no check.
+   */
+  provider?: CsvProvider;
+}
+
+/** The model, resolution and duration a row of `provider` gets when it names none. */
+export function rowDefaults(provider?: CsvProvider): { model: string; resolution: string; duration: number } {
+  return {
+    model: provider?.defaultModel ?? DEFAULTS.model,
+    resolution: provider?.defaults?.resolution ?? DEFAULTS.resolution,
+    duration: provider?.defaults?.duration ?? DEFAULTS.duration,
+  };
+}
+
+/** Longest model id: a pinned `owner/name:<64 hex>` version fits with room to spare. */
+export const MAX_MODEL_LENGTH = 256;
+
+/**
+ * What is wrong with a model id, or undefined. Providers name models with paths and versions
+ * (`fal-ai/kling-video/v2/master/text-to-video`, `owner/name:version`, `openai/sora-2`), and adapters put them
+ * into URL paths: letters, digits and `._-/:@` only, no empty or `..` segment, bounded.
+ */
+function modelProblem(model: string): string | undefined {
+  if (model.length > MAX_MODEL_LENGTH) return `must be at most ${MAX_MODEL_LENGTH} characters`;
+  if (/\s/.test(model)) return 'must not contain spaces';
+  const bad = /[^\w.:@/-]/.exec(model)?.[0];
+  if (bad)
+    return `must not contain ${JSON.stringify(bad)}: a model id is letters, digits and . _ - / : @ (such as modelfamily-1.0-r2v, fal-ai/kling-video/v2/master/text-to-video or owner/name:version)`;
+  if (model.includes('..')) return 'must not contain ".."';
+  if (/^\/|\/$|\/\//.test(model)) return 'must not start or end with "/" or contain "//"';
+  return undefined;
+}
 
 const rowSchema = z.object({
   id: z
@@ -46,7 +87,10 @@ const rowSchema = z.object({
     .optional(),
   model: z
     .string()
-    .regex(/^[A-Za-z0-9._-]+$/, 'must be a model id such as modelfamily-1.0-r2v')
+    .superRefine((model, ctx) => {
+      const problem = modelProblem(model);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    })
     .optional(),
   resolution: z
     .string()
@@ -71,6 +115,8 @@ export interface ParsedCsv {
   sha256: string;
   rows: PromptRow[];
   problems: CsvProblem[];
+  /** The provider whose defaults the rows have and that checked them; absent: the Model Gateway's, no check. */
+  provider?: string;
 }
 
 export function sha256(text: string | Buffer): string {
@@ -148,6 +194,20 @@ function checkHeader(
   }
 }
 
+/** CSV columns of the words a provider's refusal starts with that are not columns of their own. */
+const COLUMN_OF_FIELD: Record<string, string> = { size: 'resolution', seconds: 'duration' };
+
+/**
+ * The column a provider's refusal is about: the field it starts with (`duration 5 is not one sora-2 takes`),
+ * as a `parameters.*` or `input.*` column the row has, else the CSV's own column for it.
+ */
+function refusedColumn(reason: string, cells: Record<string, string>): string {
+  const field = /^[A-Za-z_][\w-]*/.exec(reason)?.[0] ?? '';
+  const own = COLUMN_OF_FIELD[field] ?? field;
+  const given = [`parameters.${field}`, `input.${field}`, own].find((c) => Object.hasOwn(cells, c));
+  return given ?? (KNOWN_COLUMNS.includes(own) ? own : '(row)');
+}
+
 /**
  * A CSV file's bytes in, its rows and problems out, a chunk at a time: parseCsv gives it a file's content at
  * once, loadCsv streams the file through it, so a big file is never held whole (only its rows are).
@@ -165,9 +225,24 @@ class CsvIngest {
   private headerProblems = false;
   private readonly ids = new Map<string, number>();
   private index = 0;
+  private readonly defaults: ReturnType<typeof rowDefaults>;
 
-  constructor(readonly file: string) {
+  constructor(
+    readonly file: string,
+    private readonly provider?: CsvProvider,
+  ) {
     this.check = new Utf8Check(file);
+    this.defaults = rowDefaults(provider);
+  }
+
+  private parsed(sha256: string, rows: PromptRow[], problems: CsvProblem[]): ParsedCsv {
+    return {
+      file: this.file,
+      sha256,
+      rows,
+      problems,
+      ...(this.provider ? { provider: this.provider.name } : {}),
+    };
   }
 
   private problem = (line: number, column: string, reason: string) =>
@@ -225,13 +300,7 @@ class CsvIngest {
   /** After the last chunk (and csv-parse's error, if it stopped at one): the rows and every problem. */
   finish(error?: unknown): ParsedCsv {
     const rest = this.check.end();
-    if (this.check.problem)
-      return {
-        file: this.file,
-        sha256: this.rawHash.digest('hex'),
-        rows: [],
-        problems: [this.check.problem],
-      };
+    if (this.check.problem) return this.parsed(this.rawHash.digest('hex'), [], [this.check.problem]);
     if (rest) this.locate.append(rest);
     const sha256 = this.hash.digest('hex');
     if (error) {
@@ -240,12 +309,12 @@ class CsvIngest {
     }
     if (this.blank)
       this.problem(1, '(file)', 'the file is empty; expected a header row with a `prompt` column');
-    if (this.headerProblems) return { file: this.file, sha256, rows: [], problems: this.problems };
+    if (this.headerProblems) return this.parsed(sha256, [], this.problems);
     if (!this.problems.length && this.rows.length === 0)
       this.problem(2, '(file)', 'the file has a header but no rows');
     assignRequestKeys(this.rows);
     this.problems.sort((a, b) => a.line - b.line);
-    return { file: this.file, sha256, rows: this.rows, problems: this.problems };
+    return this.parsed(sha256, this.rows, this.problems);
   }
 
   private toRow({ record, raw }: { record: Record<string, string>; raw: string }) {
@@ -272,9 +341,10 @@ class CsvIngest {
     }
     ids.set(id, line);
     const input: Record<string, unknown> = { prompt: parsed.data.prompt };
+    const { defaults } = this;
     const parameters: Record<string, unknown> = {
-      resolution: parsed.data.resolution ?? DEFAULTS.resolution,
-      duration: parsed.data.duration ?? DEFAULTS.duration,
+      resolution: parsed.data.resolution ?? defaults.resolution,
+      duration: parsed.data.duration ?? defaults.duration,
     };
     for (const [column, value] of Object.entries(cells)) {
       const m = PASS_THROUGH.exec(column);
@@ -285,18 +355,28 @@ class CsvIngest {
       line,
       prompt: parsed.data.prompt,
       ...(parsed.data.original_prompt !== undefined ? { originalPrompt: parsed.data.original_prompt } : {}),
-      model: parsed.data.model ?? DEFAULTS.model,
+      model: parsed.data.model ?? defaults.model,
       input,
       parameters,
       ...(parsed.data.take ? { take: parsed.data.take } : {}),
     };
     if (tooLarge(row, cells, line, problem)) return;
+    // What the provider cannot take is the row's problem now, not a refusal at submit time. The row is kept: a
+    // worker reading the file finds the rows at the positions the batch counted.
+    const refused = this.provider?.validate?.({ model: row.model, input, parameters });
+    if (refused) {
+      const column = refusedColumn(refused, cells);
+      const given = Object.hasOwn(cells, column)
+        ? ''
+        : ` (the row gives none: ${this.provider!.name}'s default)`;
+      problem(line, column, `${this.provider!.name}: ${refused}${given}`);
+    }
     rows.push(row);
   }
 }
 
-export function parseCsv(content: string | Buffer, file: string): ParsedCsv {
-  const ingest = new CsvIngest(file);
+export function parseCsv(content: string | Buffer, file: string, options: CsvOptions = {}): ParsedCsv {
+  const ingest = new CsvIngest(file, options.provider);
   const bytes = ingest.push(typeof content === 'string' ? Buffer.from(content) : content);
   if (!bytes) return ingest.finish();
   try {
@@ -338,14 +418,24 @@ function tooLarge(
 /** "65537 bytes (64.0 KiB)": exact, and readable. */
 const kib = (bytes: number) => `${bytes} bytes (${(bytes / 1024).toFixed(1)} KiB)`;
 
+export interface LoadCsvOptions extends CsvOptions {
+  /** Bytes read at a time (default 1 MiB). */
+  chunkBytes?: number;
+}
+
 /** Reads the file a chunk at a time: what is held is its rows, never its whole text. */
-export async function loadCsv(path: string, chunkBytes = 1 << 20): Promise<ParsedCsv> {
-  return loadCsvFrom(createReadStream(path, { highWaterMark: chunkBytes }), path);
+export async function loadCsv(path: string, options: LoadCsvOptions | number = {}): Promise<ParsedCsv> {
+  const { chunkBytes = 1 << 20, ...rest } = typeof options === 'number' ? { chunkBytes: options } : options;
+  return loadCsvFrom(createReadStream(path, { highWaterMark: chunkBytes }), path, rest);
 }
 
 /** loadCsv of a CSV read from elsewhere (an object store), `file` naming it in problems. */
-export async function loadCsvFrom(chunks: AsyncIterable<Uint8Array>, file: string): Promise<ParsedCsv> {
-  const ingest = new CsvIngest(file);
+export async function loadCsvFrom(
+  chunks: AsyncIterable<Uint8Array>,
+  file: string,
+  options: CsvOptions = {},
+): Promise<ParsedCsv> {
+  const ingest = new CsvIngest(file, options.provider);
   const parser = parseStream(ingest.options).resume();
   let error: unknown;
   parser.on('error', (err) => (error ??= err));
@@ -392,9 +482,9 @@ export function csvHash(): { update(chunk: Buffer): void; digest(): string } {
   };
 }
 
-/** Loads and validates; throws CsvValidationError listing every problem. */
-export async function loadValidCsv(path: string): Promise<ParsedCsv> {
-  const parsed = await loadCsv(path);
+/** Loads and validates (for `options.provider`); throws CsvValidationError listing every problem. */
+export async function loadValidCsv(path: string, options: CsvOptions = {}): Promise<ParsedCsv> {
+  const parsed = await loadCsv(path, options);
   if (parsed.problems.length) throw new CsvValidationError(parsed.problems);
   return parsed;
 }

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import type { EnhanceOptions } from '../contract/enhance';
 import type { PromptRow } from '../contract/rows';
 import type { ObjectStore } from '../store/object-store';
+import { DEFAULTS, rowDefaults, type CsvProvider } from './csv';
 import { requestKeyer } from './request-key';
 
 /** The folder of rows files under an output root (beside the batch folders, which the index never confuses). */
@@ -20,15 +21,28 @@ interface RowsHeader {
   rows: number;
 }
 
-/** The key of the rows of the CSV with this sha256, keyed for these rewrite settings. */
-export function rowsFileKey(csvSha256: string, enhance?: EnhanceOptions): string {
+/**
+ * The key of the rows of the CSV with this sha256, keyed for these rewrite settings and the defaults of the
+ * provider they were read for (csv.ts rowDefaults): batches of one CSV on two providers have rows of their own.
+ * The Model Gateway's defaults add nothing, so its keys are the ones they always were.
+ */
+export function rowsFileKey(csvSha256: string, enhance?: EnhanceOptions, provider?: CsvProvider): string {
   const settings = enhance
     ? createHash('sha256')
         .update(JSON.stringify([enhance.model, enhance.instructions]))
         .digest('hex')
         .slice(0, 12)
     : 'plain';
-  return `${ROWS_DIR}/${csvSha256.slice(0, 32)}-${settings}.jsonl`;
+  const { model, resolution, duration } = rowDefaults(provider);
+  const own =
+    model !== DEFAULTS.model || resolution !== DEFAULTS.resolution || duration !== DEFAULTS.duration;
+  const filled = own
+    ? `-${createHash('sha256')
+        .update(JSON.stringify([model, resolution, duration]))
+        .digest('hex')
+        .slice(0, 12)}`
+    : '';
+  return `${ROWS_DIR}/${csvSha256.slice(0, 32)}-${settings}${filled}.jsonl`;
 }
 
 /**

@@ -16,7 +16,7 @@ import {
 import { DownloadError } from '../errors';
 import { objectAt } from '../store/open-store';
 import { isStoreUrl } from '../store/store-url';
-import { downloadVerified, EXPIRED_URL_STATUSES, size, verifyFile } from './download';
+import { downloadVerified, EXPIRED_URL_STATUSES, size, verifyFile, type KeyedAccess } from './download';
 import { appendResults, readManifest } from './manifest';
 import { askedOf, verifyVideo } from './verify-video';
 
@@ -54,6 +54,8 @@ export interface DownloadBatchOptions {
    * recorded URL answered 403, 404 or 410; resolves undefined when the job gives none. Absent: not asked.
    */
   currentUrl?: (jobId: string) => Promise<string | undefined>;
+  /** The key's headers for videos the provider serves itself (under its base URL only); asked per video. */
+  auth?: () => KeyedAccess | undefined;
   /** `--verify strict` (the batch's own): a video that differs from its row fails it as `video_mismatch`. */
   strict?: boolean;
   /** Waits between attempts of a retryable failure (tests shorten it). */
@@ -130,7 +132,9 @@ async function fetchRow(
   if (!url) throw new DownloadError(`no URL: job ${r.jobId} gave none when asked again`, false);
   for (let attempt = 1; ; attempt++) {
     try {
+      const auth = options.auth?.();
       const got = await downloadVerified(url, dir, `${r.rowId}.mp4`, {
+        ...(auth ? { auth } : {}),
         ...(r.sha256 ? { expectedSha256: r.sha256 } : {}),
         ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}),
         ...(options.signal ? { signal: options.signal } : {}),

@@ -5,7 +5,9 @@
 // activity) and for every video of a batch (`vidbatch download`), which records what it fetched in the
 // manifest, the one record of which file each row has.
 // Redirects (object stores answer 302 to a CDN) are followed by a small loop rather than undici's redirect
-// interceptor, so each hop's scheme is checked before anything is sent and the error names the URL.
+// interceptor, so each hop's scheme is checked before anything is sent and the error names the URL, and so a
+// provider that serves its videos itself gets its key on the hops under its base URL and on no other: not on
+// a CDN it redirects to, nor on any hop after one.
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
@@ -69,6 +71,22 @@ export interface DownloadOptions {
   signal?: AbortSignal;
   /** The largest file accepted, in bytes (default DEFAULT_MAX_VIDEO_BYTES); a larger one fails, not retried. */
   maxBytes?: number;
+  /** The key's headers for a video the provider serves itself, and the base URL they are limited to. */
+  auth?: KeyedAccess;
+}
+
+/** Headers that carry a key, and the base URL (origin and path) they may be sent under. */
+export interface KeyedAccess {
+  base: string;
+  headers: Record<string, string>;
+}
+
+/** Whether `url` is under `base`: the same origin, and a path at or below the base's. */
+export function underBase(url: URL, base: string): boolean {
+  if (!URL.canParse(base)) return false;
+  const b = new URL(base);
+  const root = b.pathname.replace(/\/+$/, '');
+  return url.origin === b.origin && (url.pathname === root || url.pathname.startsWith(`${root}/`));
 }
 
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
@@ -107,17 +125,22 @@ function httpUrl(target: string, base: URL | undefined, url: string): URL {
 
 /**
  * GET `url`, following at most MAX_REDIRECTS redirects (a relative Location resolves against the URL that
- * sent it). Every hop carries the same headers: a resumed download keeps its Range on the CDN it lands on;
- * no credentials are sent anywhere.
+ * sent it). Every hop carries the same headers: a resumed download keeps its Range on the CDN it lands on.
+ * The key (`auth`) goes only with hops under its base URL, and with none once a hop left it: a redirect back
+ * could be the CDN's own doing.
  */
 async function get(
   url: string,
   headers: Record<string, string>,
   signal: AbortSignal,
+  auth: KeyedAccess | undefined,
 ): Promise<Dispatcher.ResponseData> {
   let current = httpUrl(url, undefined, url);
+  let keyed = auth !== undefined;
   for (let redirects = 0; ; redirects++) {
-    const response = await request(current, { headers, signal }).catch((err: Error) => {
+    keyed &&= underBase(current, auth!.base);
+    const sent = keyed ? { ...headers, ...auth!.headers } : headers;
+    const response = await request(current, { headers: sent, signal }).catch((err: Error) => {
       const where = redirects ? ` (redirected to ${current.href})` : '';
       throw new DownloadError(
         `${url}${where}: ${err.name === 'TimeoutError' ? 'timed out' : `connection failed (${err.message})`}`,
@@ -224,7 +247,7 @@ async function fetchToPart(url: string, part: string, options: DownloadOptions):
   };
   let have = (await size(part)) ?? 0;
   for (;;) {
-    const response = await get(url, have > 0 ? { range: `bytes=${have}-` } : {}, signal);
+    const response = await get(url, have > 0 ? { range: `bytes=${have}-` } : {}, signal, options.auth);
     const { statusCode, headers } = response;
     if (statusCode !== 200 && statusCode !== 206) {
       await response.body.dump();

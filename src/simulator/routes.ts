@@ -2,10 +2,10 @@
 // check, hold, rate limit and faults), /admin (admin-routes.ts) or /files and /cdn (result-files.ts), and counts and
 // logs what it answered. Every answer carries a unique `x-request-id`, as real gateways send.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { parseRetryAfter } from '../gateway/retry-after';
 import { adminRoutes } from './admin-routes';
 import { authenticate } from './api-keys';
 import { chatRoute } from './chat-route';
+import { dialectFor, recordAnswer, serveDialect } from './dialect-server';
 import {
   errorBody,
   HttpError,
@@ -17,6 +17,7 @@ import {
 } from './http';
 import { answerV1 } from './lost-answers';
 import { modelsRoute } from './models-route';
+import { noteKeyAtResult, openAiVideosDialect } from './openai-videos-routes';
 import { checkLimits } from './rate-limits';
 import { beforeProcessing, inFaultScope } from './request-faults';
 import { isResultPath, serveFile } from './result-files';
@@ -51,6 +52,13 @@ export function createRequestHandler(ctx: RouteContext): (req: IncomingMessage, 
     res.setHeader(REQUEST_ID_HEADER, newRequestId());
     const url = new URL(req.url ?? '/', 'http://localhost');
     const path = url.pathname;
+    // fal's queue (/fal/) and Replicate's predictions (/replicate/v1/), over the same jobs (dialect-server.ts).
+    const dialect = dialectFor(path);
+    if (dialect) return serveDialect(ctx, dialect, req, res, url);
+    // The OpenAI Videos dialect (/openai/v1/) likewise; a key that reaches a result file is counted there.
+    if (path.startsWith(openAiVideosDialect.prefix))
+      return serveDialect(ctx, openAiVideosDialect, req, res, url);
+    if (isResultPath(path)) noteKeyAtResult(state, req);
     const route = `${req.method} ${path
       .replace(/^\/v1\/videos\/generations\/[^/]+$/, '/v1/videos/generations/{id}')
       .replace(/^\/admin\/keys\/[^/]+/, '/admin/keys/{id}')
@@ -77,21 +85,7 @@ export function createRequestHandler(ctx: RouteContext): (req: IncomingMessage, 
         status = e.status;
         if (!res.headersSent) send(res, status, errorBody(e.code, e.message), e.headers);
       } finally {
-        state.countRequest(route, status);
-        if (ctx.recordRequests && isV1) {
-          const wait =
-            status === 429
-              ? parseRetryAfter(String(res.getHeader('retry-after') ?? ''), state.now())
-              : undefined;
-          state.requestLog.push({
-            at: state.now(),
-            route,
-            status,
-            ...(wait !== undefined ? { retryAfterMs: wait } : {}),
-          });
-        }
-        // Status checks change counters only; those are saved at close, not rewritten per poll.
-        if (req.method !== 'GET') ctx.onChange();
+        recordAnswer(ctx, req, res, route, status, isV1);
       }
     })();
   };

@@ -3,7 +3,7 @@
 import { createReadStream } from 'node:fs';
 import { parseS3Url } from '../config';
 import { ConfigError } from '../errors';
-import { csvHash, loadCsvFrom } from '../input/csv';
+import { csvHash, loadCsvFrom, type CsvOptions } from '../input/csv';
 import type { ObjectStore } from './object-store';
 import { openStore } from './open-store';
 import { isStoreUrl } from './store-url';
@@ -17,7 +17,12 @@ export type CsvSource = string | { store: ObjectStore; key: string; url: string 
  * The CSV an `s3://bucket/key` URL names, read with the shared store's credentials (VIDBATCH_STORE must be
  * set: it is where the batch's copy goes). Throws ConfigError naming the URL when it cannot be read.
  */
-export async function openCsvUrl(url: string, storeSetting: string | undefined) {
+export async function openCsvUrl(
+  url: string,
+  storeSetting: string | undefined,
+  /** How its rows are read (the provider they are for). */
+  options: CsvOptions = {},
+) {
   if (!storeSetting)
     throw new ConfigError(
       `${url}: a CSV in a bucket needs VIDBATCH_STORE (the store workers read batches' CSVs from) to be set`,
@@ -28,7 +33,7 @@ export async function openCsvUrl(url: string, storeSetting: string | undefined) 
   const store = await openStore(`s3://${bucket}`, '');
   const chunks = await store.stream(key);
   if (!chunks) throw new ConfigError(`${url}: no such object`);
-  return { source: { store, key, url }, csv: await loadCsvFrom(chunks, url) };
+  return { source: { store, key, url }, csv: await loadCsvFrom(chunks, url, options) };
 }
 
 /** The name a source goes by in messages and the batch's memo: the absolute path, or the URL. */

@@ -2,40 +2,15 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { looksLikeMp4 } from '../../src/results/download';
-import { startSimulator, type Simulator, type SimulatorOptions } from '../../src/simulator/server';
+import type { Simulator } from '../../src/simulator/server';
+import { callSimulator, simulators, type CallInit } from './simulator-test-helpers';
 
-const sims: Simulator[] = [];
-afterEach(async () => {
-  while (sims.length) await sims.pop()?.close();
-});
+const sim = simulators({ jobSeconds: 0.3 });
 
-async function sim(options: SimulatorOptions = {}): Promise<Simulator> {
-  const s = await startSimulator({ jobSeconds: 0.3, ...options });
-  sims.push(s);
-  return s;
-}
-
-function call(
-  s: Simulator,
-  path: string,
-  init: { method?: string; key?: string | null; body?: unknown; headers?: Record<string, string> } = {},
-) {
-  const headers: Record<string, string> = { 'content-type': 'application/json', ...init.headers };
-  const key = init.key === undefined ? s.apiKey : init.key;
-  if (key) headers.authorization = `Bearer ${key}`;
-  return fetch(`${s.origin}${path}`, {
-    method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
-    headers,
-    body:
-      init.body === undefined
-        ? undefined
-        : typeof init.body === 'string'
-          ? init.body
-          : JSON.stringify(init.body),
-  });
-}
+const call = (s: Simulator, path: string, init: CallInit = {}) =>
+  callSimulator(s, `${s.origin}${path}`, init);
 
 const body = (prompt = 'a red fox in the snow') => ({
   model: 'modelfamily-1.0-r2v',

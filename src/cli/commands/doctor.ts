@@ -7,7 +7,7 @@ export function registerDoctorCommand(program: Command): void {
     .command('doctor')
     .summary('Check gateway settings, key and models, Temporal, and a CSV')
     .description(
-      'Check before an overnight run: gateway settings, the key and models (GET /v1/models), Temporal, and the CSV.',
+      "Check before an overnight run: gateway settings (GATEWAY_PROVIDER), the key with one cheap call (the models list, or the provider's account), Temporal, and the CSV.",
     )
     .argument('[csv]', 'input CSV to check too')
     .option('--json', 'print as JSON')

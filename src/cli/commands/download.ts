@@ -54,7 +54,7 @@ export function registerDownloadCommand(program: Command): void {
         }),
         o.outRoot,
       );
-      const currentUrl = await gatewayAsker();
+      const gateway = await gatewayAsker();
       const dir = o.dir ?? localFolderOf(manifest, o.outRoot, batchId);
       // Ctrl-C stops the downloads on the way (their .part files resume next time) and starts no other; each
       // video fetched before it is already in the manifest. A second Ctrl-C ends the process at once.
@@ -69,7 +69,7 @@ export function registerDownloadCommand(program: Command): void {
           strict,
           signal: abort.signal,
           ...(o.maxVideoBytes !== undefined ? { maxBytes: o.maxVideoBytes } : {}),
-          ...(currentUrl ? { currentUrl } : {}),
+          ...(gateway ? { currentUrl: gateway.currentUrl, auth: gateway.auth } : {}),
           late: { served },
         });
       } finally {
@@ -104,11 +104,11 @@ export function registerDownloadCommand(program: Command): void {
           o.outRoot,
         ).catch(() => undefined);
       for (const f of failed) console.error(`  ${f.rowId}: ${f.error}`);
-      if (failed.length && !currentUrl)
+      if (failed.length && !gateway)
         console.error(
           'GATEWAY_BASE_URL and GATEWAY_API_KEY are not set: expired URLs were not asked for again through their jobs',
         );
-      if (!currentUrl) {
+      if (!gateway) {
         const { summarizeManifest } = await import('../../results/manifest');
         const { lateJobs } = await summarizeManifest(manifest).catch(() => ({ lateJobs: 0 }));
         if (lateJobs)
@@ -128,10 +128,11 @@ export function registerDownloadCommand(program: Command): void {
 }
 
 /**
- * The job's current URL, by one status check through the gateway client (a gateway may sign a fresh URL);
- * undefined when the gateway settings are missing, so downloads go on without asking.
+ * The job's current URL, by one status check through the gateway client (a gateway may sign a fresh URL),
+ * and the key's headers for a provider that serves its videos itself; undefined when the gateway settings
+ * are missing, so downloads go on without asking.
  */
-async function gatewayAsker(): Promise<((jobId: string) => Promise<string | undefined>) | undefined> {
+async function gatewayAsker() {
   const [{ loadGatewaySettings }, { GatewayClient }] = await Promise.all([
     import('../../config'),
     import('../../gateway/client'),
@@ -142,8 +143,11 @@ async function gatewayAsker(): Promise<((jobId: string) => Promise<string | unde
   } catch {
     return undefined;
   }
-  return async (jobId) => {
-    const job = await gateway.getJob(jobId).catch(() => undefined);
-    return job?.status === 'completed' ? job.url : undefined;
+  return {
+    currentUrl: async (jobId: string) => {
+      const job = await gateway.getJob(jobId).catch(() => undefined);
+      return job?.status === 'completed' ? job.url : undefined;
+    },
+    auth: () => gateway.videoAuth(),
   };
 }

@@ -31,16 +31,21 @@ export function registerPlanCommand(program: Command): void {
         unknown
       >,
     ) => {
-      const [{ loadValidCsv }, { plannedTarget }, { SIMULATOR_STATE_FILE }, { printPlan }] =
+      const [{ loadValidCsv }, { plannedTarget }, { SIMULATOR_STATE_FILE }, { printPlan }, { loadProvider }] =
         await Promise.all([
           import('../../input/csv'),
           import('../../client/target'),
           import('../../client/session'),
           import('../plan-report'),
+          import('../../config'),
         ]);
       const prices = await pricesFrom(o);
       const enhance = await enhanceFrom(o);
-      const csv = await loadValidCsv(csvPath).catch(fail);
+      // Planned as `run` would send it: the provider's defaults, its refusals as problems.
+      const provider = await Promise.resolve()
+        .then(() => loadProvider())
+        .catch(fail);
+      const csv = await loadValidCsv(csvPath, { provider }).catch(fail);
       const target = await Promise.resolve()
         .then(() => plannedTarget(!!o.simulate, SIMULATOR_STATE_FILE))
         .catch(fail);

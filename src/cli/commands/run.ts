@@ -206,6 +206,11 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
   const prices = await pricesFrom(o);
   await checkNoticeSecret(o.notify as string[] | undefined);
   const enhance = await enhanceFrom(o);
+  // The rows as the provider gets them (its defaults, its refusals as problems), `--simulate` included.
+  const { loadProvider } = await import('../../config');
+  const provider = await Promise.resolve()
+    .then(() => loadProvider())
+    .catch(fail);
   // Let go once the batch has started (below): a batch of any size is followed in little memory.
   const { isStoreUrl } = await import('../../store/store-url');
   let source: import('../../store/inputs').CsvSource = csvPath;
@@ -216,8 +221,10 @@ async function run(csvPath: string, o: Record<string, unknown>): Promise<void> {
       import('../../store/inputs'),
       import('../../config'),
     ]);
-    ({ source, csv: parsed } = await openCsvUrl(csvPath, loadWorkerSettings().store).catch(fail));
-  } else parsed = await loadCsv(csvPath);
+    ({ source, csv: parsed } = await openCsvUrl(csvPath, loadWorkerSettings().store, { provider }).catch(
+      fail,
+    ));
+  } else parsed = await loadCsv(csvPath, { provider });
   if (parsed.problems.length) fail(new CsvValidationError(parsed.problems));
   const reviewed = parsed.rows.filter((r) => r.originalPrompt !== undefined).length;
   if (enhance && reviewed)

@@ -1,7 +1,7 @@
 // `vidbatch validate`.
 import { type Command } from 'commander';
 import { CsvValidationError } from '../../errors';
-import { EXIT } from '../support';
+import { EXIT, fail } from '../support';
 
 export function registerValidateCommand(program: Command): void {
   program
@@ -11,8 +11,15 @@ export function registerValidateCommand(program: Command): void {
     .argument('<csv>', 'input CSV file')
     .option('--json', 'print the report as JSON')
     .action(async (csvPath: string, o: { json?: boolean }) => {
-      const { loadCsv } = await import('../../input/csv');
-      const parsed = await loadCsv(csvPath);
+      const [{ loadCsv }, { loadProvider }] = await Promise.all([
+        import('../../input/csv'),
+        import('../../config'),
+      ]);
+      // The rows as the provider would get them: its defaults filled in, what it cannot take a problem.
+      const provider = await Promise.resolve()
+        .then(() => loadProvider())
+        .catch(fail);
+      const parsed = await loadCsv(csvPath, { provider });
       if (o.json)
         console.log(
           JSON.stringify({ file: csvPath, rows: parsed.rows.length, problems: parsed.problems }, null, 2),
