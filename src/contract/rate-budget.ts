@@ -110,10 +110,15 @@ export interface BatchShare {
   rps: number;
 }
 
-/** A limit an operator set (`worker --gateway-rps`, VIDBATCH_GATEWAY_RPS), or null to let the learner learn. */
+/**
+ * A limit an operator set (`worker --gateway-rps`, VIDBATCH_GATEWAY_RPS), or null to let the learner learn; or,
+ * `by: 'gateway'`, the limit the gateway publishes in its headers (gateway/rate-limit-headers.ts), a little under
+ * it. An operator's pin wins over the gateway's.
+ */
 export interface PinRate {
   worker: string;
   rps: number | null;
+  by?: 'gateway';
 }
 
 /** A worker's watchdog found the queue at 0 past its hold's end (or an unknown 0): re-apply the target. */
@@ -136,6 +141,8 @@ export interface LearnerState {
   /** Epoch ms until which the queue is held at 0 rps (the gateway's Retry-After). */
   holdUntil: number;
   pinned: number | null;
+  /** Set when `pinned` is the gateway's published limit rather than an operator's. */
+  pinnedBy?: 'gateway';
 }
 
 export interface RateBudgetInput {

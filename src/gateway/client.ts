@@ -78,6 +78,8 @@ export class GatewayClient {
   readonly holds = new RetryAfterHolds();
   /** Told of every request sent (the gateway worker reports them to the rate-budget learner). */
   onRequest: ((kind: CallKind) => void) | undefined;
+  /** Told the rate limit the gateway publishes in its answers' headers, when it does (rate-limit-headers.ts). */
+  onPublishedRate: ((rps: number) => void) | undefined;
   /** The dialect spoken: the adapter given, else the settings', else the Model Gateway's. */
   readonly provider: ProviderAdapter;
   /** The key the gateway refused (401/403) and when: calls with it are refused here until it is lifted. */
@@ -343,6 +345,7 @@ export class GatewayClient {
         readError: (json) => this.provider.readError(json),
         ...(this.provider.readRetryAfter ? { readRetryAfter: this.provider.readRetryAfter } : {}),
         redact: (text) => this.redact(text),
+        ...(this.onPublishedRate ? { onPublishedRate: this.onPublishedRate } : {}),
       });
     } catch (err) {
       const error = err instanceof GatewayError ? err : new GatewayError(this.redact(String(err)));

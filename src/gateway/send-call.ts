@@ -4,6 +4,7 @@
 import { request, type Dispatcher } from 'undici';
 import { ConnectionError, errorForStatus, MalformedResponseError, TimeoutError } from './errors';
 import type { HttpCall } from './provider';
+import { publishedRate } from './rate-limit-headers';
 import { MAX_RETRY_AFTER_MS, readRetryAfter, type RetryAfter } from './retry-after';
 
 /** A 2xx answer: its JSON body and the gateway's request id. */
@@ -47,6 +48,8 @@ export interface SendArgs {
   readRetryAfter?: (json: unknown) => number | undefined;
   /** The key and tokens out of gateway text (redact.ts). */
   redact: (text: string) => string;
+  /** Told the rate limit an answer publishes (rate-limit-headers.ts), 429s included. */
+  onPublishedRate?: (rps: number) => void;
 }
 
 /**
@@ -81,6 +84,7 @@ export async function sendCall({
   readError,
   readRetryAfter: readBodyWait,
   redact,
+  onPublishedRate,
 }: SendArgs): Promise<Answer> {
   let response: Dispatcher.ResponseData;
   let text: string;
@@ -118,6 +122,8 @@ export async function sendCall({
     );
   }
   const { statusCode } = response;
+  const published = onPublishedRate && publishedRate(response.headers);
+  if (published !== undefined) onPublishedRate?.(published);
   const requestId = requestIdOf(header(response.headers['x-request-id']), redact);
   let json: unknown;
   try {

@@ -50,6 +50,11 @@ export function createRequestHandler(ctx: RouteContext): (req: IncomingMessage, 
   return (req, res) => {
     // Set before anything is written, so every answer carries it, errors included.
     res.setHeader(REQUEST_ID_HEADER, newRequestId());
+    const { publishRateLimit, rateLimit, burst } = state.options;
+    if (publishRateLimit && rateLimit > 0) {
+      const quota = burst > 0 ? burst : Math.max(1, rateLimit);
+      res.setHeader('ratelimit-policy', `"default";q=${quota};w=${quota / rateLimit}`);
+    }
     const url = new URL(req.url ?? '/', 'http://localhost');
     const path = url.pathname;
     // fal's queue (/fal/) and Replicate's predictions (/replicate/v1/), over the same jobs (dialect-server.ts).

@@ -43,6 +43,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     freshUrlOnCheck: options.freshUrlOnCheck ?? false,
     redirectResults: redirectHops(options.redirectResults),
     jobTtlSeconds: options.jobTtlSeconds ?? 0,
+    publishRateLimit: options.publishRateLimit ?? false,
     idempotency: options.idempotency ?? false,
     faults: options.faults,
     seed: options.seed ?? 1,

@@ -33,6 +33,11 @@ export interface SimulatorOptions {
   /** A job's status query answers 404 this long after the job finished (the gateway forgot it); 0 = never. */
   jobTtlSeconds?: number;
   /**
+   * Publish the key's rate limit in every answer's `RateLimit-Policy` header (the IETF draft's shape,
+   * `"default";q=<burst>;w=<burst / rateLimit>`), as some gateways do; the spec shows none, so off by default.
+   */
+  publishRateLimit?: boolean;
+  /**
    * Honour Idempotency-Key (default false). The spec never mentions the header, so the faithful default is
    * that every POST makes a new, billable job; true replays the first job for a repeated key.
    */
@@ -60,6 +65,7 @@ export type RuntimeOptions = Pick<
   | 'urlTtlSeconds'
   | 'freshUrlOnCheck'
   | 'jobTtlSeconds'
+  | 'publishRateLimit'
   | 'idempotency'
 > & {
   /** Redirect hops before a result URL serves the video; 0 = none. */
@@ -88,6 +94,7 @@ export const runtimeOptionsSchema = z
       .union([z.boolean(), z.number().int().min(0).max(MAX_REDIRECT_HOPS)])
       .transform(redirectHops),
     jobTtlSeconds: z.number().min(0),
+    publishRateLimit: z.boolean(),
     idempotency: z.boolean(),
   })
   .partial();

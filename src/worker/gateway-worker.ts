@@ -59,6 +59,9 @@ export interface GatewayWorkerOptions {
   shutdownGraceMs?: number;
 }
 
+/** The share of a published limit the queue is pinned at (the server's burst after idle needs the room). */
+const PUBLISHED_SHARE = 0.95;
+
 const empty = (worker: string): RateReport => ({
   worker,
   dispatched: 0,
@@ -79,6 +82,8 @@ export class RateReporter {
   private warned = false;
   private pin: number | null = null;
   private pinSent = false;
+  /** The pin last sent for the gateway's published limit. */
+  private publishedPin: number | undefined;
 
   constructor(
     private readonly client: Client,
@@ -116,6 +121,24 @@ export class RateReporter {
       const byBatch = (this.report.byBatch ??= {});
       byBatch[batch] = (byBatch[batch] ?? 0) + 1;
     }
+  }
+
+  /**
+   * The gateway published its limit (RateLimit-Policy): the queue is pinned a little under it, as a learned
+   * limit settles under a confirmed ceiling, unless this worker has an operator's pin. Told again only when it
+   * changes.
+   */
+  published(rps: number): void {
+    if (this.pin !== null) return;
+    const pin = Math.round(rps * PUBLISHED_SHARE * 100) / 100;
+    if (pin === this.publishedPin) return;
+    this.publishedPin = pin;
+    void this.enqueue(
+      () => this.signal(pinRateSignal, { worker: this.identity, rps: pin, by: 'gateway' }),
+      () => {
+        this.publishedPin = undefined;
+      },
+    );
   }
 
   sent(kind: CallKind): void {
@@ -213,6 +236,7 @@ export async function withGatewayWorker(main: Worker, options: GatewayWorkerOpti
   const reporter = new RateReporter(client, options.taskQueue, identity);
   // Every request this process sends counts towards the learner's view of the rate.
   options.gateway.onRequest = (kind) => reporter.sent(kind);
+  options.gateway.onPublishedRate = (rps) => reporter.published(rps);
   const gateway = await Worker.create({
     connection: options.connection,
     namespace: options.namespace,

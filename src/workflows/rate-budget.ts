@@ -73,11 +73,15 @@ export async function rateBudgetWorkflow(input: RateBudgetInput): Promise<void> 
       learned: s.limit,
       ceiling: s.ceiling,
       confirmations: s.confirmations,
-      pinned: s.pinned ?? undefined,
+      pinned: s.pinnedBy === 'gateway' ? undefined : (s.pinned ?? undefined),
     };
     if (rps === 0) return holdReason(s.holdUntil, carried);
     let what: string;
-    if (s.pinned !== null) what = 'pinned by an operator (--gateway-rps)';
+    if (s.pinned !== null)
+      what =
+        s.pinnedBy === 'gateway'
+          ? 'under the limit the gateway publishes (RateLimit-Policy)'
+          : 'pinned by an operator (--gateway-rps)';
     else if (s.ceiling === undefined) what = 'slow start (no 429 yet)';
     else {
       const probing = now - s.cutAt >= s.plateauMs;
@@ -95,11 +99,11 @@ export async function rateBudgetWorkflow(input: RateBudgetInput): Promise<void> 
     const why = applied === null ? 'not applied yet' : reason(Date.now(), applied);
     setCurrentDetails(budgetMarkdown(applied, why, shares.shares(Date.now())));
   });
-  setHandler(pinRateSignal, ({ worker, rps }) => {
+  setHandler(pinRateSignal, ({ worker, rps, by }) => {
     messages += 1;
     urgent += 1;
-    if (rps !== learner.state.pinned) log.info('gateway rate pinned', { worker, rps });
-    learner.pin(rps);
+    if (rps !== learner.state.pinned) log.info('gateway rate pinned', { worker, rps, by: by ?? 'operator' });
+    learner.pin(rps, by);
   });
   // A worker's watchdog found the queue at 0 past its hold's end: apply the target again, whatever this run
   // believes it applied (someone else may have set the limit).

@@ -112,8 +112,17 @@ export class RateLearner {
     return undefined;
   }
 
-  pin(rps: number | null): void {
-    this.state.pinned = rps === null ? null : Math.max(0, rps);
+  /** An operator's pin, or (`by: 'gateway'`) the gateway's published limit, which never replaces an operator's. */
+  pin(rps: number | null, by?: 'gateway'): void {
+    const s = this.state;
+    if (by === 'gateway' && s.pinned !== null && s.pinnedBy === undefined) return;
+    s.pinned = rps === null ? null : Math.max(0, rps);
+    if (s.pinned !== null && by === 'gateway') {
+      // Learned as well: the queue's reason carries it, not the pin, so a new learner starts from it and the
+      // gateway's next answer pins it again.
+      s.pinnedBy = 'gateway';
+      s.limit = Math.max(MIN_RATE, s.pinned);
+    } else delete s.pinnedBy;
   }
 
   applied(now: number, rps: number): void {

@@ -66,6 +66,14 @@ export function registerSimulatorCommand(program: Command): void {
         .helpGroup(GROUP.limits),
     )
     .addOption(
+      new Option(
+        '--publish-rate-limit',
+        'send the rate limit in a RateLimit-Policy header on every answer (the spec shows none)',
+      )
+        .helpGroup(GROUP.limits)
+        .hideHelp(),
+    )
+    .addOption(
       new Option('--max-running <n>', 'unfinished jobs per key (0 = off)')
         .argParser(wholeNumber)
         .default(0)
@@ -334,6 +342,7 @@ export function registerSimulatorCommand(program: Command): void {
         jobJitterSeconds: o.jobJitter as number,
         rateLimit: o.rateLimit as number,
         burst: o.burst as number | undefined,
+        publishRateLimit: Boolean(o.publishRateLimit),
         maxRunningJobs: o.maxRunning as number,
         retryAfterFormat: o.retryAfterFormat as 'seconds' | 'date',
         urlTtlSeconds: o.urlTtl as number,
