@@ -127,13 +127,21 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
     try {
       return await launch(cliPath, options, log);
     } catch (err) {
-      // Free ports are picked before the server binds them, and it derives more from --port: another
-      // process can take one meanwhile. Picked ports are picked again; ports the caller chose are not.
-      const taken = /address already in use/i.test(String(err));
-      if (!taken || attempt >= 3 || options.port !== undefined) throw err;
+      // Free ports are picked before the server binds them: another process can take one meanwhile.
+      // Picked ports (the HTTP API's and the metrics' always) are picked again; a port the caller chose
+      // is not, since the caller needs that one.
+      const taken = takenPort(String(err));
+      const chosen = [options.port, options.uiPort].filter((p) => p !== undefined);
+      if (taken === undefined || chosen.includes(taken) || attempt >= 3) throw err;
       log(`a port was taken while the Temporal dev server started; trying other ports (${attempt}/2)`);
     }
   }
+}
+
+/** The port a failed start could not bind, from the server's `listen tcp 127.0.0.1:N: bind: address already in use`. */
+export function takenPort(output: string): number | undefined {
+  const match = /listen tcp [^\s]*:(\d+): bind: address already in use/i.exec(output);
+  return match ? Number(match[1]) : undefined;
 }
 
 async function launch(
