@@ -10,6 +10,7 @@ import type { PathRoots } from './paths';
 import { createPromptActivities } from './prompts';
 import { createRateBudgetActivities } from './rate-budget';
 import { createRowActivities } from './rows';
+import { createStopActivities } from './stop-job';
 
 export interface ActivityDeps {
   gateway: GatewayClient;
@@ -23,11 +24,12 @@ export interface ActivityDeps {
   noticeSecret?: string;
 }
 
-/** readRows, enhancePrompt, submitJob, checkJob, pollJob, downloadVideo, recordResults, endedPrompts. */
+/** readRows, enhancePrompt, submitJob, checkJob, pollJob, stopJob, downloadVideo, recordResults, endedPrompts. */
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createRowActivities(deps.outRoot, deps.roots, deps.store, deps.gateway.provider),
     ...createJobActivities(deps.gateway, deps.outRoot, deps.roots),
+    ...createStopActivities(deps.gateway),
     ...createEnhanceActivities(deps.gateway, deps.outRoot, deps.roots),
     ...createOutputActivities(deps.outRoot, deps.roots, () => deps.gateway.videoAuth()),
     ...createRateBudgetActivities(),

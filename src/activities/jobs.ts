@@ -190,6 +190,37 @@ function noUrlMessage(jobId: string): string {
   );
 }
 
+/** One status check of a job, read as a known job's check (a 404 is `gone`); gateway errors are thrown as they are. */
+export async function checkOnce(
+  gateway: GatewayClient,
+  { jobId, unblockedAt }: CheckInput,
+): Promise<JobCheck> {
+  const { holdMs, sendBy } = attemptWindow(Date.now(), gateway.timeoutMs);
+  let job;
+  try {
+    job = await gateway.getJob(jobId, {
+      maxWaitMs: holdMs,
+      sendBy,
+      ...(unblockedAt !== undefined ? { unblockedAt } : {}),
+    });
+  } catch (err) {
+    if (err instanceof NotFoundError) return { state: 'gone' };
+    throw err;
+  }
+  if (job.status === 'completed')
+    return job.url
+      ? { state: 'succeeded', url: job.url }
+      : { state: 'no_url', errorMessage: noUrlMessage(jobId) };
+  if (job.status === 'gone') return { state: 'gone', rawStatus: job.rawStatus };
+  if (job.status === 'failed')
+    return {
+      state: 'failed',
+      errorCode: job.error?.code ?? 'job_failed',
+      errorMessage: job.error?.message || `the gateway reported status "${job.rawStatus}"`,
+    };
+  return { state: 'unfinished', rawStatus: job.rawStatus };
+}
+
 /** Time kept back from a status check's attempt when it fetches the video too, so the attempt ends in time. */
 const INLINE_DOWNLOAD_MARGIN_MS = 3_000;
 
@@ -421,29 +452,11 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
     },
 
     /** One status check of a job an earlier run of the row made: is it worth waiting for, or gone? */
-    async checkJob({ jobId, unblockedAt }: CheckInput): Promise<JobCheck> {
-      const { holdMs, sendBy } = attemptWindow(Date.now(), gateway.timeoutMs);
+    async checkJob(input: CheckInput): Promise<JobCheck> {
       try {
-        const job = await gateway.getJob(jobId, {
-          maxWaitMs: holdMs,
-          sendBy,
-          ...(unblockedAt !== undefined ? { unblockedAt } : {}),
-        });
-        if (job.status === 'completed')
-          return job.url
-            ? { state: 'succeeded', url: job.url }
-            : { state: 'no_url', errorMessage: noUrlMessage(jobId) };
-        if (job.status === 'gone') return { state: 'gone', rawStatus: job.rawStatus };
-        if (job.status === 'failed')
-          return {
-            state: 'failed',
-            errorCode: job.error?.code ?? 'job_failed',
-            errorMessage: job.error?.message || `the gateway reported status "${job.rawStatus}"`,
-          };
-        return { state: 'unfinished', rawStatus: job.rawStatus };
+        return await checkOnce(gateway, input);
       } catch (err) {
         if (err instanceof NotSentError) throw notSent(err);
-        if (err instanceof NotFoundError) return { state: 'gone' };
         countGatewayError(err, 'check', gateway);
         throw toFailure(err, 'checkJob');
       }

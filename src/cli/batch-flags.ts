@@ -154,7 +154,7 @@ export function addSpendSafetyFlags(command: Command): Command {
     .addOption(
       new Option(
         '--late-for <duration>',
-        `after a row ended deadline_exceeded or cancelled with a job id, keep checking that job this long (e.g. 90m, 24h; 0 = not at all) and keep its video if it arrives, while a worker runs (default ${durationText(DEFAULT_LATE_FOR_MS)})`,
+        `after a row ended deadline_exceeded or cancelled with a job id, keep checking that job this long (e.g. 90m, 24h; 0 = not at all, and a job past its deadline is stopped where the provider can cancel one) and keep its video if it arrives, while a worker runs (default ${durationText(DEFAULT_LATE_FOR_MS)})`,
       )
         .helpGroup(GROUP.spendSafety)
         .argParser(duration)

@@ -129,7 +129,7 @@ export async function followInTerminal(session: Session, f: FollowInTerminal): P
       // Cancelled from another shell (`vidbatch cancel`): told plainly, not as a stack of Temporal errors.
       if (!(err instanceof WorkflowFailedError && err.cause instanceof CancelledFailure)) throw err;
       console.error(
-        `\n${batchId} was cancelled. Finished rows are in its manifest; rows in flight are recorded as failed with code \`cancelled\` and their job id. Running the same CSV again continues it: finished rows are skipped and known jobs are checked, not paid again.`,
+        `\n${batchId} was cancelled. Finished rows are in its manifest; rows in flight are recorded as failed with code \`cancelled\` and their job id, the job stopped where the provider can cancel one. Running the same CSV again continues it: finished rows are skipped and known jobs are checked, not paid again; a row whose job was stopped gets a new one.`,
       );
       process.exitCode = EXIT.rowsFailed;
       return undefined;

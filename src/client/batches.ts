@@ -275,6 +275,9 @@ export async function startBatch(
   };
   // --no-download given to a batch that had a download root: no root is left to suggest otherwise.
   if (batchOptions.download === false) delete batchOptions.downloadDir;
+  // Whether a job can be stopped is the provider's (its target's), never a flag.
+  if (provider.cancel) batchOptions.stopJobs = true;
+  else delete batchOptions.stopJobs;
   const shared = storeUrl ? await openStore(storeUrl, outRoot) : undefined;
   // With a shared store, a new batch keeps its journal and results there, named by URL (a re-run keeps its
   // batch's place, where its journal is).

@@ -101,6 +101,12 @@ export interface BatchOptions {
    * LATE_CHECK_CAP times this (default: 5 minutes, growing to 30).
    */
   lateCheckMs?: number;
+  /**
+   * The provider the batch's target names can stop a job (its adapter has a cancel call): a cancelled row's job
+   * is stopped there, and with `lateForMs` 0 a row's past its deadline (docs/other-video-apis.md). Resolved by
+   * the client from the provider; absent: it cannot (the Model Gateway), or a batch started before.
+   */
+  stopJobs?: boolean;
 }
 
 /** The longest wait between late checks, as a multiple of `lateCheckMs` (5 minutes growing to 30). */

@@ -63,6 +63,7 @@ export const NON_RETRYABLE = {
     FailureType.GatewayUnreachable,
   ],
   checkJob: [FailureType.Unauthorized, FailureType.Forbidden, FailureType.InvalidRequest],
+  stopJob: [FailureType.Unauthorized, FailureType.Forbidden, FailureType.InvalidRequest],
   enhancePrompt: [
     FailureType.Unauthorized,
     FailureType.Forbidden,
@@ -138,6 +139,17 @@ export const RETRY_POLICIES = {
     // About 4 minutes of bad answers, then the row fails with the job id kept (a re-run checks again).
     maximumAttempts: 8,
     nonRetryableErrorTypes: [...NON_RETRYABLE.checkJob],
+  },
+  /**
+   * Stopping a job the row no longer waits for (a cancel, a deadline): a few tries in about half a minute, then
+   * the row says its job may still bill. Bounded, so a cancelled batch ends soon.
+   */
+  stopJob: {
+    initialInterval: '2s',
+    backoffCoefficient: 2,
+    maximumInterval: '15s',
+    maximumAttempts: 4,
+    nonRetryableErrorTypes: [...NON_RETRYABLE.stopJob],
   },
   /**
    * A prompt's rewrite: a 429 comes back after its Retry-After (nextRetryDelay); the activity itself bounds its

@@ -35,6 +35,12 @@ export type JobCheck =
   /** The gateway no longer knows the job: 404, or the status that says so (`rawStatus`, e.g. `UNKNOWN`). */
   | { state: 'gone'; rawStatus?: string };
 
+/**
+ * A stop of a job the row no longer waits for (stopJob): `stopped` by the provider's cancel, or what a check
+ * found instead (it had finished or failed meanwhile); `unfinished`: the provider has no cancel call.
+ */
+export type StopResult = { state: 'stopped' } | JobCheck;
+
 /** When a job's first check is due by what a worker knows now (activities firstCheckTiming). */
 export interface FirstCheckTiming {
   /**

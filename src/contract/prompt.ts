@@ -23,6 +23,7 @@ export function promptSpendOptions(
   | 'maxVideoBytes'
   | 'lateForMs'
   | 'lateCheckMs'
+  | 'stopJobs'
 > {
   return {
     onUnknownSubmit: options.onUnknownSubmit,
@@ -38,6 +39,7 @@ export function promptSpendOptions(
     // Absent from the options of a batch started before late videos: its prompts keep no late watch.
     ...(options.lateForMs ? { lateForMs: options.lateForMs } : {}),
     ...(options.lateCheckMs ? { lateCheckMs: options.lateCheckMs } : {}),
+    ...(options.stopJobs ? { stopJobs: true } : {}),
   };
 }
 
@@ -82,11 +84,19 @@ export interface PromptResult extends RowFields {
    * the video arrived later and was kept: this line is the row's new state.
    */
   arrivedLate?: { endedAs: string; endedAt: string };
+  /**
+   * What became of the job of a row that ended while it went on (cancelled, or past its deadline with no late
+   * videos kept), where the provider can stop a job (stop-job.ts): `stopped` at the provider (it bills no
+   * more), `ended` there already (failed or gone), or `not_stopped` (the stop failed: it may still bill).
+   */
+  jobStop?: JobStop;
   /** Chat calls this row's run made for its rewrite (a kept rewrite read from the output root: none). */
   chatCalls?: number;
   /** Tokens those chat calls used, as their answers' `usage` said. */
   chatTokens?: number;
 }
+
+export type JobStop = 'stopped' | 'ended' | 'not_stopped';
 
 /** Another batch's row whose job a row reuses or followed. */
 export interface ReusedFrom {
@@ -101,9 +111,17 @@ export interface ReusedFrom {
  */
 export const LATE_CODES: ReadonlySet<string> = new Set(['deadline_exceeded', 'cancelled']);
 
-/** Whether a row's (final) result ended it while its job went on, its job id known: its video may arrive late. */
-export function mayArriveLate(r: Pick<PromptResult, 'status' | 'errorCode' | 'jobId'>): boolean {
-  return r.status === 'failed' && !!r.jobId && LATE_CODES.has(r.errorCode ?? '');
+/**
+ * Whether a row's (final) result ended it while its job went on, its job id known and the job not stopped at
+ * the provider: its video may arrive late.
+ */
+export function mayArriveLate(r: Pick<PromptResult, 'status' | 'errorCode' | 'jobId' | 'jobStop'>): boolean {
+  return (
+    r.status === 'failed' &&
+    !!r.jobId &&
+    LATE_CODES.has(r.errorCode ?? '') &&
+    (r.jobStop === undefined || r.jobStop === 'not_stopped')
+  );
 }
 
 /**
@@ -190,6 +208,11 @@ export interface PromptInput {
   /** A job an earlier run of this row created: checked at the gateway before paying for another. */
   knownJobId?: string;
   /**
+   * An earlier run stopped `knownJobId` at the provider: unless its check finds it finished, a new job is paid
+   * for (a stopped job the provider no longer knows is no `job_gone`: it made no video).
+   */
+  knownJobStopped?: true;
+  /**
    * Generation of the Idempotency-Key for a new submit: 0 `vidbatch:<batch>:<row>`, n > 0
    * `vidbatch:<batch>:<row>:g<n>`. The batch passes the prior generation + 1 with `knownJobId`, so a job that
    * failed or is gone is never answered again by the same key.
@@ -227,6 +250,11 @@ export interface PromptInput {
   lateForMs?: number;
   /** The first late check this long after the row ended, then growing (late-state.ts). */
   lateCheckMs?: number;
+  /**
+   * The provider can stop a job: a row cancelled with its job id has that job stopped there, and so does a row
+   * past its deadline when no late videos are kept (`lateForMs` 0); workflows/stop-job.ts.
+   */
+  stopJobs?: boolean;
   /** Where the batch's notices go (`run --notify`), and its CSV: a late video is told there too. */
   notice?: { to: NoticeTo[]; csvPath: string };
 }

@@ -5,7 +5,7 @@ import type { ActivityOptions } from '@temporalio/common';
 import { defineQuery, defineSignal } from '@temporalio/workflow';
 
 /** The activities that call the gateway: only these run on the gateway queue. */
-export const GATEWAY_ACTIVITIES = ['enhancePrompt', 'submitJob', 'checkJob', 'pollJob'] as const;
+export const GATEWAY_ACTIVITIES = ['enhancePrompt', 'submitJob', 'checkJob', 'pollJob', 'stopJob'] as const;
 
 /**
  * The gateway activity queue of a task queue. One gateway key per task queue: the queue's limit is the budget

@@ -49,6 +49,8 @@ export interface PriorOutcome {
   jobId?: string;
   /** The key generation of that job (absent: `generation`). */
   jobGeneration?: number;
+  /** `jobId` was stopped at the provider by an earlier run (`jobStop: stopped`): unless it finished, a new one is paid for. */
+  jobStopped?: true;
   url?: string;
   /** Highest key generation used for the row so far (0 when none is known). */
   generation: number;

@@ -81,6 +81,7 @@ function spend(d: ReportData): string {
     ['jobs made', l.jobsMade],
     ['kept (a row succeeded with it)', l.kept],
     ['failed at the gateway', l.failedAtGateway],
+    ['stopped at the provider (billed at most for what ran)', l.stopped ?? 0],
     ['abandoned (may still finish and be billed)', l.abandoned],
     ['pending (no outcome recorded yet)', l.pending],
     ['unknown submit outcomes (up to this many more jobs)', l.unknown],

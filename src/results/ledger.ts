@@ -25,7 +25,7 @@ export const ABANDONED_CODES: ReadonlySet<string> = new Set([
 export interface Ledger {
   /** Rows of the batch (the CSV's, when the caller knows them; else the rows the folder mentions). */
   rows: number;
-  /** Distinct job ids the gateway returned for the batch: kept + failedAtGateway + abandoned + pending. */
+  /** Distinct job ids the gateway returned for the batch: kept + failedAtGateway + stopped + abandoned + pending. */
   jobsMade: number;
   /** Jobs whose row's final state is succeeded with that job. */
   kept: number;
@@ -36,6 +36,11 @@ export interface Ledger {
   arrivedLate?: number;
   /** Jobs the gateway ended without a video: failed, moderated, completed without a URL, forgotten. */
   failedAtGateway: number;
+  /**
+   * Jobs of rows that ended while they went on, stopped at the provider by vidbatch (a cancel, a deadline with no
+   * late videos kept): they bill no more than what they ran. Absent: none.
+   */
+  stopped?: number;
   /**
    * Jobs vidbatch stopped waiting for (cancelled, deadline exceeded, gave up checking), refused, or replaced by
    * a later key generation: they may still finish at the gateway and be billed.
@@ -77,7 +82,7 @@ interface Job {
   last?: PromptResult;
 }
 
-type Category = 'kept' | 'failedAtGateway' | 'abandoned' | 'pending';
+type Category = 'kept' | 'failedAtGateway' | 'stopped' | 'abandoned' | 'pending';
 
 /** Folds every manifest line (in file order) and every journal entry into the ledger. */
 export function foldLedger(
@@ -142,6 +147,9 @@ export function foldLedger(
     const final = finalByRow.get(job.rowId);
     if (final?.status === 'succeeded' && final.jobId === id) return 'kept';
     if (job.last) {
+      // A job the row gave up on and then stopped, or found ended, at the provider (workflows/stop-job.ts).
+      if (job.last.jobStop === 'stopped') return 'stopped';
+      if (job.last.jobStop === 'ended') return 'failedAtGateway';
       // Reported by a row that later kept another job, or given up on: abandoned. Else the gateway ended it.
       if (job.last.status === 'succeeded' || ABANDONED_CODES.has(job.last.errorCode ?? ''))
         return 'abandoned';
@@ -154,7 +162,13 @@ export function foldLedger(
     return 'abandoned';
   };
 
-  const counts: Record<Category, number> = { kept: 0, failedAtGateway: 0, abandoned: 0, pending: 0 };
+  const counts: Record<Category, number> = {
+    kept: 0,
+    failedAtGateway: 0,
+    stopped: 0,
+    abandoned: 0,
+    pending: 0,
+  };
   let arrivedLate = 0;
   let cost = 0;
   let unpriced = 0;
@@ -185,10 +199,12 @@ export function foldLedger(
   }
 
   const rowsSeen = new Set([...finalByRow.keys(), ...journal.map((e) => e.rowId)]).size;
+  const { stopped, ...always } = counts;
   return {
     rows: o.rows ?? rowsSeen,
     jobsMade: jobs.size,
-    ...counts,
+    ...always,
+    ...(stopped ? { stopped } : {}),
     ...(arrivedLate ? { arrivedLate } : {}),
     unknown,
     reused: reusedRows.size,
@@ -223,6 +239,7 @@ const plural = (n: number, word: string) => `${count(n)} ${word}${n === 1 ? '' :
 export function formatLedger(l: Ledger): string {
   const parts = [`${count(l.kept)} kept${l.arrivedLate ? ` (arrived late: ${count(l.arrivedLate)})` : ''}`];
   if (l.failedAtGateway) parts.push(`${count(l.failedAtGateway)} failed at the gateway`);
+  if (l.stopped) parts.push(`${count(l.stopped)} stopped at the provider`);
   if (l.abandoned) parts.push(`${count(l.abandoned)} abandoned`);
   if (l.pending) parts.push(`${count(l.pending)} pending`);
   if (l.unknown) parts.push(`up to ${count(l.unknown)} more unknown`);

@@ -34,6 +34,8 @@ interface RowPrior {
   line?: number;
   /** The final state is a late video's (`arrivedLate`): the ended line it superseded never comes back. */
   late?: PromptResult['arrivedLate'];
+  /** A job an earlier run stopped at the provider (`jobStop: stopped`). */
+  stoppedJob?: string;
 }
 
 /** What a folder's records are folded into: PriorFold, or the request index's (results/request-index.ts). */
@@ -92,6 +94,7 @@ export class PriorFold implements RecordFold {
       row.jobGeneration = generation;
     }
     row.manifestUnknown = r.unknownSubmits ?? 0;
+    row.stoppedJob = r.jobStop === 'stopped' ? r.jobId : undefined;
   }
 
   /** A journal line: a job made (the highest generation's is the row's latest), or an unknown outcome. */
@@ -128,6 +131,7 @@ export class PriorFold implements RecordFold {
       ...(withStatus && row.status ? { status: row.status } : {}),
       ...(withStatus && row.errorCode ? { errorCode: row.errorCode } : {}),
       ...(row.jobId && !regenerate ? { jobId: row.jobId, jobGeneration: row.jobGeneration } : {}),
+      ...(row.jobId && !regenerate && row.stoppedJob === row.jobId ? { jobStopped: true as const } : {}),
       ...(withStatus && row.url ? { url: row.url } : {}),
       generation: regenerate ? Math.max(row.generation, row.jobGeneration + 1) : row.generation,
       ...(unknownSubmits ? { unknownSubmits } : {}),

@@ -25,6 +25,9 @@ export const FOLLOW_CODES: ReadonlySet<string> = new Set([
   'url_expired',
 ]);
 
+/** How the index files a row whose job was stopped at the provider: neither followed nor settled. */
+const STOPPED_JOB = 'job_stopped';
+
 /** A succeeded row's job and video, as a batch that reuses it records them. */
 export type KeptVideo = Pick<
   PromptResult,
@@ -330,7 +333,9 @@ export class RequestFold implements RecordFold {
     const slot = this.slot(r.rowId);
     const generation = r.generation ?? 0;
     this.intern(this.status, slot, 'status', r.status);
-    this.intern(this.errorCode, slot, 'errorCode', r.status === 'failed' ? r.errorCode : undefined);
+    // A job stopped at the provider makes no video: another batch pays for its own rather than follow it.
+    const code = r.jobStop === 'stopped' ? STOPPED_JOB : r.errorCode;
+    this.intern(this.errorCode, slot, 'errorCode', r.status === 'failed' ? code : undefined);
     if (r.jobId) this.job(slot, r.jobId, generation);
     this.manifestUnknown[slot] = this.unknowns(r.unknownSubmits);
     this.mention(r.request, slot);

@@ -42,6 +42,9 @@ export function newCounters() {
 
 export type Counters = ReturnType<typeof newCounters>;
 
+/** The failure codes of jobs a dialect's cancel ended (dialect-common.ts endJob): fal's and OpenAI's, Replicate's. */
+const STOPPED_CODES: ReadonlySet<string | undefined> = new Set(['cancelled', 'canceled']);
+
 export const bump = (map: Record<string, number>, key: string, by = 1) => {
   map[key] = (map[key] ?? 0) + by;
 };
@@ -81,6 +84,7 @@ export function snapshotOf({
   const perBody = new Map<string, number>();
   let jobsCompleted = 0;
   let jobsFailed = 0;
+  let jobsStopped = 0;
   let jobsFinishedWhileHeld = 0;
   let jobIdsNeverDelivered = 0;
   let completedJobsNeverDelivered = 0;
@@ -95,6 +99,7 @@ export function snapshotOf({
     const finished = job.doneAt <= now;
     if (finished && job.outcome.status === 'completed') jobsCompleted += 1;
     if (finished && job.outcome.status === 'failed') jobsFailed += 1;
+    if (finished && job.outcome.status === 'failed' && STOPPED_CODES.has(job.outcome.code)) jobsStopped += 1;
     if (finished && wasHeld(job.doneAt)) jobsFinishedWhileHeld += 1;
     if (job.idDelivered === false) jobIdsNeverDelivered += 1;
     if (finished && job.outcome.status === 'completed' && job.resultDelivered === false)
@@ -123,6 +128,8 @@ export function snapshotOf({
     bodiesWithMultipleJobs: [...perBody.values()].filter((n) => n > 1).length,
     jobsCompleted,
     jobsFailed,
+    /** Of the failed jobs, those a cancel (or a deadline the client set) stopped before they finished. */
+    jobsStopped,
     jobsUnfinished: jobCount - jobsCompleted - jobsFailed,
     /** Jobs that finished while a hold was refusing every request. */
     jobsFinishedWhileHeld,

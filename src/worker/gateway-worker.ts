@@ -51,7 +51,7 @@ export interface GatewayWorkerOptions {
   taskQueue: string;
   gateway: GatewayClient;
   /** The gateway calls, built with the main worker's activities so they share their state. */
-  activities: Pick<Activities, 'submitJob' | 'checkJob' | 'pollJob' | 'enhancePrompt'>;
+  activities: Pick<Activities, 'submitJob' | 'checkJob' | 'pollJob' | 'stopJob' | 'enhancePrompt'>;
   /** Pin the queue's limit (requests/second); undefined lets the learner learn it. */
   gatewayRps?: number;
   maxConcurrentActivities?: number;
@@ -245,6 +245,7 @@ export async function withGatewayWorker(main: Worker, options: GatewayWorkerOpti
       submitJob: options.activities.submitJob,
       checkJob: options.activities.checkJob,
       pollJob: options.activities.pollJob,
+      stopJob: options.activities.stopJob,
       enhancePrompt: options.activities.enhancePrompt,
     },
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivities ?? 200,

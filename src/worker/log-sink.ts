@@ -17,6 +17,7 @@ const ACTIVITY_WORDS: Record<string, string> = {
   submitJob: 'submit',
   checkJob: 'check of the known job',
   pollJob: 'status check',
+  stopJob: 'stop of a job no longer waited for',
   downloadVideo: 'download',
   recordResults: 'recording results',
   readRows: 'reading the CSV',

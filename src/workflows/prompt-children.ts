@@ -58,7 +58,11 @@ export function watchCarried(
 }
 
 /** What the prompt of a row needs from its prior outcome: the job to check first, and the key generation. */
-function priorArgs(prior: PriorOutcome | undefined): { knownJobId?: string; keyGeneration: number } {
+function priorArgs(prior: PriorOutcome | undefined): {
+  knownJobId?: string;
+  knownJobStopped?: true;
+  keyGeneration: number;
+} {
   if (!prior) return { keyGeneration: 0 };
   // A newer generation than the known job's had only unknown outcomes: reuse it, never skip it (a gateway
   // that honours keys then returns the job that generation may have made).
@@ -67,7 +71,12 @@ function priorArgs(prior: PriorOutcome | undefined): { knownJobId?: string; keyG
   // A known job is checked before paying again; a new submit then needs a key the gateway has not seen (it
   // would replay the failed or gone job). Without a job id the same key goes again: a gateway that honours
   // it returns the job an unknown outcome may have made.
-  if (prior.jobId) return { knownJobId: prior.jobId, keyGeneration: prior.generation + 1 };
+  if (prior.jobId)
+    return {
+      knownJobId: prior.jobId,
+      ...(prior.jobStopped ? { knownJobStopped: prior.jobStopped } : {}),
+      keyGeneration: prior.generation + 1,
+    };
   return { keyGeneration: prior.generation };
 }
 

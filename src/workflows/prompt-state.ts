@@ -101,6 +101,8 @@ export class PromptState {
   /** The gateway's request id (`x-request-id`) of the last answer that said something about this row. */
   private requestId: string | undefined;
   private submitted: SubmitResult | undefined;
+  /** The known job a new submit replaces (it failed, or an earlier run stopped it). */
+  private replaces: string | undefined;
   /** What the prompt's rewrite adds to every result (its chat calls and tokens); empty without one. */
   rewrite: Pick<PromptResult, 'chatCalls' | 'chatTokens'> = {};
 
@@ -133,7 +135,7 @@ export class PromptState {
       generation: this.generation,
       claimRequest,
       // The job a new generation replaces (it failed, or is gone): a claim that ended with it is not followed.
-      ...(this.jobId ? { replaces: this.jobId } : {}),
+      ...((this.jobId ?? this.replaces) ? { replaces: this.jobId ?? this.replaces } : {}),
       ...(outDir ? { outDir } : {}),
       unblockedAt: this.unblockedAt,
       ...(keyBatchId ? { keyBatchId } : {}),
@@ -148,7 +150,7 @@ export class PromptState {
     // Paid, but nothing to fetch: not paid for again; the job id stays for a later check.
     if (check.state === 'no_url') return { kind: 'noUrl', errorMessage: check.errorMessage };
     if (check.state === 'unfinished') return { kind: 'poll' };
-    if (check.state === 'gone')
+    if (check.state === 'gone' && !this.input.knownJobStopped)
       return {
         kind: 'ended',
         outcome: {
@@ -158,12 +160,14 @@ export class PromptState {
           polls: 1,
         },
       };
-    if (isContentRefusal(check.errorCode))
+    if (check.state === 'failed' && isContentRefusal(check.errorCode))
       return {
         kind: 'ended',
         outcome: { status: 'failed', errorCode: check.errorCode, errorMessage: check.errorMessage, polls: 1 },
       };
-    // Failed: a new job is the only way to get this row's video, under the next generation's key.
+    // Failed (or stopped by an earlier run): a new job is the only way to get this row's video, under the next
+    // generation's key; the claim that ended with the old job is not followed.
+    this.replaces = this.jobId;
     this.jobId = undefined;
     this.generation = this.input.keyGeneration;
     return { kind: 'submit' };

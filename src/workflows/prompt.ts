@@ -23,6 +23,7 @@ import { waitForFirstCheck } from './first-check';
 import { watchLateVideo, type LateRun } from './late-video';
 import { activityError, finish, orCancelled, setState } from './prompt-outcome';
 import { rewritePrompt } from './prompt-enhance';
+import { stopAbandonedJob } from './stop-job';
 import {
   PromptState,
   recheckReason,
@@ -48,6 +49,8 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
       ? input.followedFrom
       : run.state.followedFrom(result.jobId);
   if (followed) result = { ...result, reusedFrom: followed };
+  // A job the row gave up on is stopped at the provider where it can be, before the row's end is told.
+  result = await stopAbandonedJob(run, result);
   await run.ended(result);
   // The row ended on time, and its batch knows. A job it stopped waiting for may still bring its video: watched
   // for a while, and kept as the row's new state if it comes (late-video.ts).

@@ -40,6 +40,8 @@ interface ProviderCase {
   /** The CSV's header and its row `i`: values the provider takes. */
   header: string;
   line: (i: number, prompt: string) => string;
+  /** The dialect has a cancel call: a job its row gave up on is stopped there (workflows/stop-job.ts). */
+  canStop: boolean;
 }
 
 const PROVIDERS: ProviderCase[] = [
@@ -48,12 +50,14 @@ const PROVIDERS: ProviderCase[] = [
     baseUrl: (origin) => `${origin}/v1`,
     header: 'id,prompt',
     line: (i, prompt) => `r${i},${prompt}`,
+    canStop: false,
   },
   {
     name: 'openai-videos',
     baseUrl: (origin) => `${origin}/openai/v1`,
     header: 'id,prompt,model,duration',
     line: (i, prompt) => `r${i},${prompt},sora-2,4`,
+    canStop: true,
   },
   // fal and Replicate: the rows name no model, so each runs its default (fal's wan-25 takes 5 or 10 s).
   {
@@ -61,12 +65,14 @@ const PROVIDERS: ProviderCase[] = [
     baseUrl: (origin) => `${origin}/fal`,
     header: 'id,prompt,duration',
     line: (i, prompt) => `r${i},${prompt},5`,
+    canStop: true,
   },
   {
     name: 'replicate',
     baseUrl: (origin) => `${origin}/replicate/v1`,
     header: 'id,prompt,duration',
     line: (i, prompt) => `r${i},${prompt},5`,
+    canStop: true,
   },
 ];
 
@@ -130,6 +136,13 @@ function jobsPerRow(sim: Simulator, tag: string): Record<string, number> {
 
 const completedOf = (sim: Simulator, tag: string) =>
   jobsOf(sim, tag).filter((j) => sim.state.jobStatus(j) === 'completed').length;
+
+/** The scenario's jobs a cancel stopped at the simulator, by row ("... <tag> 7" is r7). */
+const stoppedRows = (sim: Simulator, tag: string): string[] =>
+  jobsOf(sim, tag)
+    .filter((j) => j.outcome.status === 'failed' && ['cancelled', 'canceled'].includes(j.outcome.code))
+    .map((j) => `r${/ (\d+)$/.exec(j.prompt)?.[1]}`)
+    .sort();
 
 /** Rows that ended succeeded with their video on disk. */
 const kept = (rows: PromptResult[]) =>
@@ -279,6 +292,15 @@ const SCENARIOS: Scenario[] = [
       expect(cancelled.code, exitAndOutput(cancelled)).toBe(3);
       expect(cancelled.stderr).toContain(`${batchId} was cancelled`);
       const jobsBefore = jobsOf(s.sim, tag).length;
+      // Where the dialect can cancel, the jobs in flight were stopped there, and the ledger (and below, the
+      // rows) say so.
+      const stopped = stoppedRows(s.sim, tag);
+      if (!s.p.canStop) expect(stopped).toEqual([]);
+      const status = await vidbatch(['status', batchId], { cwd: s.e.dir, env: s.settings });
+      const ledgerLine = status.stdout.split('\n').find((l) => l.startsWith('jobs made:')) ?? '';
+      expect(ledgerLine, exitAndOutput(status)).toContain(`jobs made: ${jobsBefore} for 12 rows`);
+      if (stopped.length) expect(ledgerLine).toContain(`${stopped.length} stopped at the provider`);
+      else expect(ledgerLine).not.toContain('stopped at the provider');
 
       const rerunAt = new Date().toISOString();
       const again = await run(s, 'cancel.csv', '--concurrency', '3');
@@ -287,22 +309,61 @@ const SCENARIOS: Scenario[] = [
       const path = manifestPathOf(again);
       const manifest = finalStates(await readManifest(path));
       const lines = await readJsonl<PromptResult>(path);
-      const doneBefore = finalStates(lines.filter((l) => l.finishedAt < rerunAt)).filter(
-        (row) => row.status === 'succeeded',
-      );
+      const before = finalStates(lines.filter((l) => l.finishedAt < rerunAt));
+      const doneBefore = before.filter((row) => row.status === 'succeeded');
+      const saidStopped = before
+        .filter((row) => row.jobStop === 'stopped')
+        .map((row) => row.rowId)
+        .sort();
+      expect(saidStopped).toEqual(stopped);
       const skipped = Number(/(\d+) rows? (?:was|were) skipped/.exec(again.stdout)?.[1] ?? 0);
-      // Nothing paid twice: the re-run made jobs only for rows that had none.
-      expect(jobsOf(s.sim, tag)).toHaveLength(12);
-      expect(Object.values(jobsPerRow(s.sim, tag)).every((n) => n === 1)).toBe(true);
+      // Nothing paid twice: the re-run made jobs only for rows that had none, and for rows whose job the cancel
+      // stopped (it made no video); every other job was checked and kept.
+      expect(jobsOf(s.sim, tag)).toHaveLength(12 + stopped.length);
+      const twice = Object.entries(jobsPerRow(s.sim, tag))
+        .filter(([, n]) => n > 1)
+        .map(([row]) => row)
+        .sort();
+      expect(twice).toEqual(stopped);
+      expect(Object.values(jobsPerRow(s.sim, tag)).every((n) => n <= 2)).toBe(true);
       expect(doneBefore.length).toBeLessThan(12);
       expect(skipped).toBe(doneBefore.length);
       expect(kept(manifest)).toBe(12);
       return {
         rows: 12,
-        jobs: 12,
+        jobs: 12 + stopped.length,
         kept: kept(manifest),
-        note: `${jobsBefore} jobs and ${doneBefore.length} rows done at the cancel`,
+        note: `${jobsBefore} jobs and ${doneBefore.length} rows done at the cancel, ${stopped.length} stopped`,
       };
+    },
+  },
+  {
+    name: 'job deadline with no late videos kept (--late-for 0)',
+    async run(s, tag) {
+      // Jobs of a minute against a 2 s deadline: every row ends deadline_exceeded with its job running.
+      s.sim.setOptions({ jobSeconds: 60, jobJitterSeconds: 0 });
+      await csv(s, 'deadline.csv', 4, tag);
+      const r = await run(s, 'deadline.csv', '--concurrency', '4', '--job-deadline', '2', '--late-for', '0');
+      expect(r.code, exitAndOutput(r)).toBe(3);
+      const manifest = await manifestOf(r);
+      expect(manifest.map((row) => row.errorCode)).toEqual(Array(4).fill('deadline_exceeded'));
+      expect(jobsOf(s.sim, tag)).toHaveLength(4);
+      const stopped = stoppedRows(s.sim, tag);
+      if (s.p.canStop) {
+        // Each job stopped at the provider: it bills no more, and the ledger counts it so.
+        expect(stopped).toEqual(['r1', 'r2', 'r3', 'r4']);
+        for (const row of manifest) {
+          expect(row.jobStop).toBe('stopped');
+          expect(row.errorMessage).toContain('it was stopped at the provider');
+        }
+        expect(r.stdout + r.stderr).toContain('jobs made: 4 for 4 rows (0 kept, 4 stopped at the provider)');
+      } else {
+        // No way to stop it: each job runs on, and the ledger says it may still bill.
+        expect(stopped).toEqual([]);
+        for (const row of manifest) expect(row.jobStop).toBeUndefined();
+        expect(r.stdout + r.stderr).toContain('4 abandoned); abandoned jobs may still finish and be billed');
+      }
+      return { rows: 4, jobs: 4, kept: 0, note: `${stopped.length} stopped at the provider` };
     },
   },
   {

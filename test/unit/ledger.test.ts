@@ -64,6 +64,23 @@ describe('spend ledger', () => {
     );
   });
 
+  it('a job stopped at the provider is counted stopped, not abandoned; one found ended there failed', () => {
+    const journal = ['a', 'b', 'c', 'd'].map((r) => job(r, `vid_${r}`));
+    const lines = [
+      line('a', { jobId: 'vid_a', status: 'failed', errorCode: 'cancelled', jobStop: 'stopped' }),
+      line('b', { jobId: 'vid_b', status: 'failed', errorCode: 'deadline_exceeded', jobStop: 'stopped' }),
+      line('c', { jobId: 'vid_c', status: 'failed', errorCode: 'cancelled', jobStop: 'ended' }),
+      line('d', { jobId: 'vid_d', status: 'failed', errorCode: 'cancelled', jobStop: 'not_stopped' }),
+    ];
+    const l = foldLedger(lines, journal);
+    expect(l).toMatchObject({ jobsMade: 4, kept: 0, stopped: 2, failedAtGateway: 1, abandoned: 1 });
+    expect(formatLedger(l)).toBe(
+      'jobs made: 4 for 4 rows (0 kept, 1 failed at the gateway, 2 stopped at the provider, 1 abandoned); abandoned jobs may still finish and be billed',
+    );
+    // None stopped: the field is absent, as in ledgers from before stops.
+    expect(foldLedger([line('a', { jobId: 'vid_a' })], [job('a', 'vid_a')])).not.toHaveProperty('stopped');
+  });
+
   it('a late video (its row had ended deadline_exceeded or cancelled) is kept, and said: arrived late', () => {
     const journal = ['a', 'b', 'c'].map((r) => job(r, `vid_${r}`));
     const ended = (r: string, code: string) =>

@@ -5,9 +5,9 @@ import { batchArg, withBatch } from '../support';
 export function registerCancelCommand(program: Command): void {
   program
     .command('cancel')
-    .summary('Cancel a batch (jobs already submitted may still be billed)')
+    .summary('Cancel a batch, stopping its jobs where the provider can')
     .description(
-      'Cancel a batch. Finished rows stay in the manifest; rows in flight are recorded as failed with code `cancelled` and their job id (jobs already submitted cannot be recalled and may still finish, and be billed, at the gateway).',
+      'Cancel a batch. Finished rows stay in the manifest; rows in flight are recorded as failed with code `cancelled` and their job id. Their jobs are stopped at the provider where it can cancel one (fal, Replicate, OpenAI-Videos; a job that finished meanwhile is kept); at the Model Gateway, which has no cancel, they may still finish, and be billed, and their videos are kept if they come. To stop for a while without losing a job: `pause`.',
     )
     .argument(...batchArg)
     .action(async (ref: string) => {

@@ -1,0 +1,34 @@
+// stopJob: a job its row no longer waits for (the batch was cancelled, or its deadline passed with no late videos
+// kept) is stopped at the provider where the provider can (its cancel call), so it bills no more. Checked first:
+// a job that finished meanwhile brings its video home instead, and a cancel (OpenAI-Videos' DELETE) never
+// deletes a video that was paid for. On the gateway queue, so a stop takes a token of the budget like a check.
+import type { JobCheck, StopResult } from '../contract/jobs';
+import type { GatewayClient } from '../gateway/client';
+import { NotSentError } from '../gateway/errors';
+import { attemptWindow, checkOnce, countGatewayError, type CheckInput } from './jobs';
+import { notSent, toFailure } from './to-failure';
+
+export function createStopActivities(gateway: GatewayClient) {
+  return {
+    async stopJob(input: CheckInput): Promise<StopResult> {
+      let check: JobCheck | undefined;
+      try {
+        check = await checkOnce(gateway, input);
+        if (check.state !== 'unfinished') return check;
+        const { holdMs, sendBy } = attemptWindow(Date.now(), gateway.timeoutMs);
+        const stopped = await gateway.cancel(input.jobId, {
+          maxWaitMs: holdMs,
+          sendBy,
+          ...(input.unblockedAt !== undefined ? { unblockedAt: input.unblockedAt } : {}),
+        });
+        return stopped ? { state: 'stopped' } : check;
+      } catch (err) {
+        if (err instanceof NotSentError) throw notSent(err);
+        countGatewayError(err, check ? 'cancel' : 'check', gateway);
+        // A refused cancel may mean the job finished since the check (fal answers 400 ALREADY_COMPLETED): the
+        // next attempt checks it first again.
+        throw toFailure(err, 'stopJob');
+      }
+    },
+  };
+}
