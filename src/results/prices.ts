@@ -40,7 +40,12 @@ const amount = z.number({ error: 'must be a number >= 0' }).min(0, 'must be a nu
 const modelName = z
   .string({ error: 'is required' })
   .trim()
-  .regex(/^([A-Za-z0-9._-]+|\*)$/, 'must be a model id such as modelfamily-1.0-r2v, or *');
+  // Every provider's ids: the Model Gateway's `modelfamily-1.0-r2v`, fal's `fal-ai/wan-25-preview/text-to-video`,
+  // Replicate's `owner/name` or `owner/name:version`.
+  .regex(
+    /^([A-Za-z0-9._@-]+(?:[/:][A-Za-z0-9._@-]+)*|\*)$/,
+    'must be a model id such as modelfamily-1.0-r2v or fal-ai/wan-25-preview/text-to-video, or *',
+  );
 const resolutionName = z
   .string()
   .trim()
@@ -205,10 +210,16 @@ export async function parsePrices(o: { price?: Price[]; prices?: string }): Prom
   return { entries, ...(file?.currency ? { currency: file.currency } : {}) };
 }
 
-/** The row's duration in seconds: `parameters.duration`, else the spec's default. */
+/**
+ * The row's duration in seconds: `parameters.duration`, else an OpenAI-Videos row's own `parameters.seconds`,
+ * else the spec's default.
+ */
 export function durationOf(row: Priceable): number {
-  const d = Number(row.parameters?.duration);
-  return Number.isFinite(d) && d > 0 ? d : DEFAULT_DURATION_SECONDS;
+  for (const given of [row.parameters?.duration, row.parameters?.seconds]) {
+    const d = Number(given);
+    if (given !== undefined && Number.isFinite(d) && d > 0) return d;
+  }
+  return DEFAULT_DURATION_SECONDS;
 }
 
 /** The price that applies: model and resolution, then model at any resolution, then `*` likewise. */

@@ -4,6 +4,7 @@
 import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { basename } from 'node:path';
+import type { ProviderAdapter } from '../gateway/provider';
 import { parseCsv } from '../input/csv';
 import { readJournal } from '../results/jobs-journal';
 import { readManifest } from '../results/manifest';
@@ -27,6 +28,11 @@ export interface ReviewTarget {
   batch?: ReviewSources['batch'];
   /** The user's prices (`--price`, `--prices`): the ledger's cost and each card's. */
   prices?: Prices;
+  /**
+   * The provider the CSV was read for (GATEWAY_PROVIDER, as `run` read it): its defaults fill the rows, and a
+   * value only it takes is no problem. Absent: the Model Gateway.
+   */
+  provider?: ProviderAdapter;
 }
 
 /** The input CSV's rows and cells, parsed again only when the file's size or mtime changed. */
@@ -34,14 +40,17 @@ export class CsvPart {
   private stamp = '';
   private value: Pick<ReviewSources, 'rows' | 'csv'> = { rows: [] };
 
-  async read(path: string | undefined): Promise<Pick<ReviewSources, 'rows' | 'csv'>> {
+  async read(
+    path: string | undefined,
+    provider?: ProviderAdapter,
+  ): Promise<Pick<ReviewSources, 'rows' | 'csv'>> {
     const file = path ? await stat(path).catch(() => undefined) : undefined;
     const stamp = file ? `${path}/${file.size}/${file.mtimeMs}` : '-';
     if (stamp === this.stamp) return this.value;
     this.value = { rows: [] };
     if (file) {
       const text = await readFile(path!);
-      const parsed = parseCsv(text, path!);
+      const parsed = parseCsv(text, path!, provider ? { provider } : {});
       if (!parsed.problems.length) this.value = { rows: parsed.rows, csv: csvCells(text.toString('utf8')) };
     }
     this.stamp = stamp;
@@ -52,7 +61,7 @@ export class CsvPart {
 export async function loadSources(t: ReviewTarget, csvPart = new CsvPart()): Promise<ReviewSources> {
   return {
     batchId: t.batchId,
-    ...(await csvPart.read(t.csvPath)),
+    ...(await csvPart.read(t.csvPath, t.provider)),
     csvName: t.csvPath ? basename(t.csvPath) : undefined,
     manifest: await readManifest(t.manifestPath),
     journal: await readJournal(t.outDir),

@@ -8,6 +8,7 @@ import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
+import { FAL_DEFAULT_MODEL } from '../../src/gateway/providers/fal';
 import { REPLICATE_DEFAULT_MODEL } from '../../src/gateway/providers/replicate';
 import { finalStates, readManifest } from '../../src/results/manifest';
 import { exitAndOutput, FAST_POLL_FLAGS, manifestPathOf, vidbatch, type CliRun } from './cli-helpers';
@@ -43,6 +44,27 @@ describe('GATEWAY_PROVIDER=openai-videos npx vidbatch validate', () => {
     await writeFile(join(dir, 'y.csv'), 'prompt\na lake at dawn\n');
     const plain = await vidbatch(['validate', 'y.csv'], { cwd: dir, env });
     expect(plain.code, exitAndOutput(plain)).toBe(0);
+  });
+});
+
+describe('GATEWAY_PROVIDER=fal npx vidbatch plan --price', () => {
+  it('prices the rows at the provider`s model ids, its default filled in, per resolution and duration', async () => {
+    const dir = await folder();
+    // No model column: each row is fal's default model; row 3 takes fal's default duration and resolution.
+    await writeFile(
+      join(dir, 'x.csv'),
+      'id,prompt,duration,resolution\n1,a lake,5,720P\n2,a boat,10,1080P\n3,a dog,,\n',
+    );
+    const prices = ['--price', `${FAL_DEFAULT_MODEL}=0.05`, '--price', `${FAL_DEFAULT_MODEL}@1080P=0.1`];
+    const fal = await vidbatch(['plan', 'x.csv', ...prices], { cwd: dir, env: { GATEWAY_PROVIDER: 'fal' } });
+    expect(fal.code, exitAndOutput(fal)).toBe(0);
+    // 5 s x 0.05 + 10 s x 0.1 + 5 s x 0.05
+    expect(fal.stderr).toContain('estimated cost: 1.50 for 3 rows (20 s of video, one job per row)');
+    expect(JSON.parse(fal.stdout)).toMatchObject({ byModel: { [FAL_DEFAULT_MODEL]: 3 } });
+    // The same file for the Model Gateway names another model: fal's prices apply to none of its rows.
+    const gateway = await vidbatch(['plan', 'x.csv', ...prices], { cwd: dir });
+    expect(gateway.code, exitAndOutput(gateway)).toBe(0);
+    expect(JSON.parse(gateway.stdout)).toMatchObject({ estimate: { cost: 0, unpricedRows: 3 } });
   });
 });
 

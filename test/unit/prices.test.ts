@@ -27,6 +27,15 @@ describe('--price', () => {
     });
     expect(parsePriceFlag('m@1080p=1.5')).toEqual({ model: 'm', resolution: '1080P', perSecond: 1.5 });
     expect(parsePriceFlag('*=0')).toEqual({ model: '*', resolution: '*', perSecond: 0 });
+    // Other providers' model ids: fal's paths, Replicate's owner/name and pinned versions.
+    expect(parsePriceFlag('fal-ai/wan-25-preview/text-to-video@1080p=0.1')).toEqual({
+      model: 'fal-ai/wan-25-preview/text-to-video',
+      resolution: '1080P',
+      perSecond: 0.1,
+    });
+    expect(parsePriceFlag('bytedance/seedance-1-lite:5b618302=0.04')).toMatchObject({
+      model: 'bytedance/seedance-1-lite:5b618302',
+    });
   });
 
   it.each([
@@ -37,6 +46,8 @@ describe('--price', () => {
     ['m=Infinity', /amount must be a number >= 0/],
     ['m@hd=1', /resolution must look like 720P/],
     ['m!x=1', /model must be a model id/],
+    ['fal-ai//wan=1', /model must be a model id/],
+    ['/wan=1', /model must be a model id/],
   ])('refuses %s', (value, reason) => {
     expect(() => parsePriceFlag(value)).toThrow(PriceError);
     expect(() => parsePriceFlag(value)).toThrow(reason);
@@ -133,6 +144,10 @@ describe('estimateCost', () => {
     ).toBeCloseTo(0.1);
     expect(estimateCost({ model: 'm2', parameters: { resolution: '720P' } }, prices)).toBeUndefined();
     expect(estimateCost({ model: 'm1', parameters: {} }, undefined)).toBeUndefined();
+    // An OpenAI-Videos row may give its length as its own `seconds` (a string, as that API takes it).
+    expect(
+      estimateCost({ model: 'm1', parameters: { resolution: '720P', seconds: '8' } }, prices),
+    ).toBeCloseTo(0.8);
   });
 
   it('estimates a plan: rows x duration x price, rows without a price counted apart', () => {

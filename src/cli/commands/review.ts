@@ -36,14 +36,24 @@ export function registerReviewCommand(program: Command): void {
       ref: string,
       o: { serve?: boolean; port: number; outRoot: string; price?: string[]; prices?: string },
     ) => {
-      const [{ findManifest, localFolderOf }, { batchHandle }, { previousInput }, { reviewData }] =
-        await Promise.all([
-          import('../../client/batch-status'),
-          import('../../client/batches'),
-          import('../../client/rerun'),
-          import('../../review/load'),
-        ]);
+      const [
+        { findManifest, localFolderOf },
+        { batchHandle },
+        { previousInput },
+        { reviewData },
+        { loadProvider },
+      ] = await Promise.all([
+        import('../../client/batch-status'),
+        import('../../client/batches'),
+        import('../../client/rerun'),
+        import('../../review/load'),
+        import('../../config'),
+      ]);
       const prices = await pricesFrom(o);
+      // The CSV is read as `run` read it: for this environment's provider (its defaults, what only it takes).
+      const provider = await Promise.resolve()
+        .then(() => loadProvider())
+        .catch(fail);
       const target = await withBatch(
         ref,
         async (s, batchId): Promise<ReviewTarget> => {
@@ -60,6 +70,7 @@ export function registerReviewCommand(program: Command): void {
             manifestPath,
             csvPath: csvPath && !isStoreUrl(csvPath) ? resolve(csvPath) : undefined,
             ...(prices ? { prices } : {}),
+            provider,
             batch: description && {
               workflowStatus: description.status.name,
               startTime: description.startTime,
