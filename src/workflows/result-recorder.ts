@@ -108,6 +108,8 @@ export class ResultRecorder {
       (err: unknown) => {
         this.pending = group.concat(this.pending);
         this.recording = false;
+        // Cancelled with the run: nothing to pause for (recordRest records the rest).
+        if (isCancelled(err)) return;
         if (this.options.failed) {
           this.failure = err instanceof Error ? messageOf(err) : String(err);
           this.options.failed(this.failure);
@@ -162,6 +164,12 @@ export class ResultRecorder {
     while (this.pending.length)
       await this.record(takeGroup(this.pending, this.options.maxGroupBytes), summary);
   }
+}
+
+/** Whether the failure, or one of its causes, is Temporal's CancelledFailure (matched by name: imports nothing). */
+function isCancelled(err: unknown): boolean {
+  for (let e = err; e instanceof Error; e = e.cause) if (e.name === 'CancelledFailure') return true;
+  return false;
 }
 
 /** The innermost cause's message (an activity failure's own message only names the activity). */

@@ -155,4 +155,26 @@ describe('ResultRecorder', () => {
     expect(groups[1]).toEqual(['a', 'b']);
     expect(r.idle).toBe(true);
   });
+
+  it('does not report a group cancelled with the run: recordRest records it, and no pause is asked for', async () => {
+    const failures: string[] = [];
+    const groups: string[][] = [];
+    let cancelled = true;
+    const r = new ResultRecorder(
+      (results) => {
+        groups.push(results.map((x) => x.rowId));
+        const cause = Object.assign(new Error('Activity cancelled'), { name: 'CancelledFailure' });
+        return cancelled
+          ? Promise.reject(new Error('Activity task failed', { cause }))
+          : Promise.resolve({ manifestPath: '/m' });
+      },
+      { inFlight: () => 0, onRecorded: () => {}, changed: () => {}, failed: (m) => failures.push(m) },
+    );
+    r.add(result('a'));
+    await tick();
+    expect(failures).toEqual([]);
+    cancelled = false;
+    await r.recordRest('record rows finished before the cancellation');
+    expect(groups).toEqual([['a'], ['a']]);
+  });
 });
