@@ -5,7 +5,8 @@
 // - on the first 429: ceiling = the rate the gateway answered over the last few seconds (slow start's limits
 //   climb too fast for the one in force to say), limit = 0.9 x ceiling;
 // - on a later 429 (once per episode): a 429 at or over the ceiling confirms it; one under it is a new, lower
-//   ceiling (the lowest limit in force over the last few seconds, or the workers' request rate if lower);
+//   ceiling (the lowest limit in force over the last few seconds, or the workers' request rate if lower; on the
+//   plateau of a cut, no probe since, the rate the gateway answered if lower still, never a confirmation);
 //   limit = 0.9 x ceiling (0.95 once confirmed);
 // - after a quiet plateau, probe upwards, faster and faster, but at most 10% over the ceiling; a probe held
 //   there 10 s with the queue full and no 429 raises the ceiling to it. The plateau doubles each time a 429
@@ -217,13 +218,22 @@ export class RateLearner {
     // (Never above the highest limit in force: the queue let no more through.)
     if (s.ceiling === undefined)
       hit = Math.max(hit, Math.min(this.answeredRate(now), this.limitInForce(now, 'highest')));
+    // A 429 while the limit still sits where the last cut put it (no probe since) says that cut was not deep
+    // enough: the ceiling is what the gateway answered meanwhile, never a confirmation. Else each such 429 cut
+    // only 5%, and a first ceiling read high from the gateway's burst took ten seconds of 429s to come down.
+    const onPlateau = s.ceiling !== undefined && now - s.cutAt < s.plateauMs && hit < s.ceiling;
+    if (onPlateau) {
+      const answered = this.answeredRate(now);
+      if (answered > 0) hit = Math.max(MIN_RATE, Math.min(hit, answered));
+    }
     // A probe above the ceiling (at most PROBE_ABOVE of it) that hits confirms it: the gateway refuses over
     // it. Read as a new ceiling, the probe's rate would be too high: the burst lets a probe run over the
     // limit for seconds before its first 429, and the 429 is seen two seconds later still.
     // A ceiling no 429 has confirmed yet (the first one, often under the gateway's limit) moves up to the hit.
     const ceiling = s.ceiling !== undefined && hit >= s.ceiling && s.confirmations > 0 ? s.ceiling : hit;
     this.atCapSince = undefined;
-    const confirmed = s.ceiling !== undefined && Math.abs(ceiling - s.ceiling) <= SAME_CEILING * s.ceiling;
+    const confirmed =
+      !onPlateau && s.ceiling !== undefined && Math.abs(ceiling - s.ceiling) <= SAME_CEILING * s.ceiling;
     s.confirmations = confirmed ? s.confirmations + 1 : 0;
     s.plateauMs = Math.min(MAX_PLATEAU_MS, this.minPlateauMs * 2 ** s.confirmations);
     s.ceiling = ceiling;

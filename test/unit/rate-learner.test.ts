@@ -180,6 +180,28 @@ describe('RateLearner', () => {
     }
   });
 
+  it('a 429 on the plateau of a cut (no probe since) cuts to what the gateway answered, unconfirmed', () => {
+    let now = 10_000;
+    const learner = new RateLearner(now, undefined, { initialRate: 4 });
+    learner.applied(now - 5000, 4);
+    // The first 429: the ceiling is the rate in force (4), the limit 0.9 of it.
+    learner.report(now, report({ dispatched: 4, answered: { submit: 4, status: 0 } }));
+    learner.report(now + 10, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
+    expect(learner.state.ceiling).toBeCloseTo(4, 5);
+    expect(learner.state.limit).toBeCloseTo(3.6, 5);
+    // 3 s later, still on its plateau at 3.6 (applied), a 429 again while the gateway answered 3 a second: the
+    // ceiling was read high. It drops to the answered rate at once, not by 5% as a confirmation would.
+    learner.applied(now + 100, 3.6);
+    for (let t = 1; t <= 3; t++) {
+      now += 1000;
+      learner.report(now, report({ dispatched: 3.6, answered: { submit: 3, status: 0 } }));
+    }
+    learner.report(now + 10, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
+    expect(learner.state.confirmations).toBe(0);
+    expect(learner.state.ceiling).toBeLessThanOrEqual(3.1);
+    expect(learner.state.limit).toBeLessThanOrEqual(0.9 * 3.1);
+  });
+
   it('does not cut on submissions refused with a long Retry-After while status checks are answered', () => {
     const now = 10_000;
     const learner = new RateLearner(now, undefined, { initialRate: 4 });
