@@ -10,7 +10,7 @@ import type { ChatUsage, EnhanceOptions } from '../contract/enhance';
 import type { GatewayClient } from '../gateway/client';
 import { ConnectionError, GatewayError, NotSentError, RateLimitError } from '../gateway/errors';
 import { readRewrite, writeRewrite } from '../results/enhance-cache';
-import { attemptWindow, countGatewayError } from './jobs';
+import { callOptions, countGatewayError } from './jobs';
 import { allowedPath, type PathRoots } from './paths';
 import { notSent, toFailure } from './to-failure';
 import { recordHeartbeat } from './heartbeat';
@@ -119,16 +119,12 @@ export function createEnhanceActivities(gateway: GatewayClient, outRoot = 'out',
       const root = dirname(dir);
       const kept = await readRewrite(root, enhance, prompt);
       if (kept) return { enhanced: kept.enhanced, cached: true };
-      const { holdMs, sendBy } = attemptWindow(Date.now(), gateway.timeoutMs);
+      const options = callOptions(gateway.timeoutMs, input.unblockedAt);
       const { attempt } = ctx.info;
       const counts = countsSoFar(ctx.info.heartbeatDetails);
       let answer;
       try {
-        answer = await gateway.chat(enhance.model, rewriteMessages(enhance, prompt), {
-          maxWaitMs: holdMs,
-          sendBy,
-          ...(input.unblockedAt !== undefined ? { unblockedAt: input.unblockedAt } : {}),
-        });
+        answer = await gateway.chat(enhance.model, rewriteMessages(enhance, prompt), options);
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);
         const requestId = err instanceof GatewayError ? err.requestId : undefined;

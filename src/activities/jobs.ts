@@ -21,7 +21,7 @@ import type {
 import { promptSubmitOutcomeSignal } from '../contract/messages';
 import { JOB_GONE_CODE, jobGoneMessage, NO_VIDEO_URL_CODE } from '../contract/prompt';
 import type { PromptRow } from '../contract/rows';
-import type { GatewayClient } from '../gateway/client';
+import type { CallOptions, GatewayClient } from '../gateway/client';
 import {
   ConnectionError,
   GatewayError,
@@ -151,6 +151,16 @@ export function attemptWindow(startedAt: number, httpTimeoutMs: number): { holdM
   return { holdMs: Math.max(window - httpTimeoutMs, window / 4, 0), sendBy: startedAt + window };
 }
 
+/** A gateway call's options within its attempt (attemptWindow), lifting a local key refusal older than `unblockedAt`. */
+export function callOptions(
+  httpTimeoutMs: number,
+  unblockedAt: number | undefined,
+  startedAt = Date.now(),
+): CallOptions {
+  const { holdMs, sendBy } = attemptWindow(startedAt, httpTimeoutMs);
+  return { maxWaitMs: holdMs, sendBy, ...(unblockedAt !== undefined ? { unblockedAt } : {}) };
+}
+
 export function countGatewayError(err: unknown, operation: string, gateway: GatewayClient): void {
   const kind = err instanceof Error ? err.name : 'Error';
   count('vidbatch_gateway_errors', { operation, class: kind });
@@ -195,14 +205,9 @@ export async function checkOnce(
   gateway: GatewayClient,
   { jobId, unblockedAt }: CheckInput,
 ): Promise<JobCheck> {
-  const { holdMs, sendBy } = attemptWindow(Date.now(), gateway.timeoutMs);
   let job;
   try {
-    job = await gateway.getJob(jobId, {
-      maxWaitMs: holdMs,
-      sendBy,
-      ...(unblockedAt !== undefined ? { unblockedAt } : {}),
-    });
+    job = await gateway.getJob(jobId, callOptions(gateway.timeoutMs, unblockedAt));
   } catch (err) {
     if (err instanceof NotFoundError) return { state: 'gone' };
     throw err;
@@ -487,14 +492,11 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
         );
       }
       const retryDelayMs = 'retryDelayMs' in timing ? timing.retryDelayMs : Math.max(poll.intervalMs, 100);
-      const { holdMs, sendBy } = attemptWindow(now, gateway.timeoutMs);
       let sentAt = now;
       let job;
       try {
         job = await gateway.getJob(jobId, {
-          maxWaitMs: holdMs,
-          sendBy,
-          ...(unblockedAt !== undefined ? { unblockedAt } : {}),
+          ...callOptions(gateway.timeoutMs, unblockedAt, now),
           beforeSend: () => void (sentAt = Date.now()),
         });
       } catch (err) {

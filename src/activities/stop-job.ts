@@ -5,7 +5,7 @@
 import type { JobCheck, StopResult } from '../contract/jobs';
 import type { GatewayClient } from '../gateway/client';
 import { NotSentError } from '../gateway/errors';
-import { attemptWindow, checkOnce, countGatewayError, type CheckInput } from './jobs';
+import { callOptions, checkOnce, countGatewayError, type CheckInput } from './jobs';
 import { notSent, toFailure } from './to-failure';
 
 export function createStopActivities(gateway: GatewayClient) {
@@ -15,12 +15,7 @@ export function createStopActivities(gateway: GatewayClient) {
       try {
         check = await checkOnce(gateway, input);
         if (check.state !== 'unfinished') return check;
-        const { holdMs, sendBy } = attemptWindow(Date.now(), gateway.timeoutMs);
-        const stopped = await gateway.cancel(input.jobId, {
-          maxWaitMs: holdMs,
-          sendBy,
-          ...(input.unblockedAt !== undefined ? { unblockedAt: input.unblockedAt } : {}),
-        });
+        const stopped = await gateway.cancel(input.jobId, callOptions(gateway.timeoutMs, input.unblockedAt));
         return stopped ? { state: 'stopped' } : check;
       } catch (err) {
         if (err instanceof NotSentError) throw notSent(err);

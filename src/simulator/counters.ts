@@ -43,7 +43,11 @@ export function newCounters() {
 export type Counters = ReturnType<typeof newCounters>;
 
 /** The failure codes of jobs a dialect's cancel ended (dialect-common.ts endJob): fal's and OpenAI's, Replicate's. */
-const STOPPED_CODES: ReadonlySet<string | undefined> = new Set(['cancelled', 'canceled']);
+const STOPPED_CODES: ReadonlySet<string> = new Set(['cancelled', 'canceled']);
+
+/** Whether a cancel ended the job (whether or not its end has come yet, by the simulator's clock). */
+export const isStoppedJob = (job: Job): boolean =>
+  job.outcome.status === 'failed' && STOPPED_CODES.has(job.outcome.code);
 
 export const bump = (map: Record<string, number>, key: string, by = 1) => {
   map[key] = (map[key] ?? 0) + by;
@@ -99,7 +103,7 @@ export function snapshotOf({
     const finished = job.doneAt <= now;
     if (finished && job.outcome.status === 'completed') jobsCompleted += 1;
     if (finished && job.outcome.status === 'failed') jobsFailed += 1;
-    if (finished && job.outcome.status === 'failed' && STOPPED_CODES.has(job.outcome.code)) jobsStopped += 1;
+    if (finished && isStoppedJob(job)) jobsStopped += 1;
     if (finished && wasHeld(job.doneAt)) jobsFinishedWhileHeld += 1;
     if (job.idDelivered === false) jobIdsNeverDelivered += 1;
     if (finished && job.outcome.status === 'completed' && job.resultDelivered === false)

@@ -17,6 +17,7 @@ import { loadGatewaySettings } from '../../src/config';
 import type { PromptResult } from '../../src/contract/prompt';
 import { readJsonl } from '../../src/results/jsonl';
 import { finalStates, readManifest } from '../../src/results/manifest';
+import { isStoppedJob } from '../../src/simulator/counters';
 import { DEFAULT_FAULTS } from '../../src/simulator/fault-settings';
 import type { Job } from '../../src/simulator/jobs';
 import { keysAtResults } from '../../src/simulator/openai-videos-routes';
@@ -140,7 +141,7 @@ const completedOf = (sim: Simulator, tag: string) =>
 /** The scenario's jobs a cancel stopped at the simulator, by row ("... <tag> 7" is r7). */
 const stoppedRows = (sim: Simulator, tag: string): string[] =>
   jobsOf(sim, tag)
-    .filter((j) => j.outcome.status === 'failed' && ['cancelled', 'canceled'].includes(j.outcome.code))
+    .filter(isStoppedJob)
     .map((j) => `r${/ (\d+)$/.exec(j.prompt)?.[1]}`)
     .sort();
 
