@@ -7,10 +7,11 @@
 // - on a later 429 (once per episode): a 429 at or over the ceiling confirms it; one under it is a new, lower
 //   ceiling (the lowest limit in force over the last few seconds, or the workers' request rate if lower; on the
 //   plateau of a cut, no probe since, the rate the gateway answered if lower still, never a confirmation);
-//   limit = 0.9 x ceiling (0.95 once confirmed);
+//   limit = 0.9 x ceiling (0.95 once confirmed), never above the limit before the 429;
 // - after a quiet plateau, probe upwards, faster and faster, but at most 10% over the ceiling; a probe held
-//   there 10 s with the queue full and no 429 raises the ceiling to it. The plateau doubles each time a 429
-//   confirms the ceiling (a steady limit costs few 429s), and is short again when the limit moved.
+//   there 10 s with the workers sending over the ceiling and no 429 raises the ceiling to it. The plateau
+//   doubles each time a 429 confirms the ceiling (a steady limit costs few 429s), and is short again when the
+//   limit moved.
 // A 429 on submissions alone, with a long Retry-After, no status check refused, is not a request-rate limit
 // (the gateway caps running jobs or a quota): it does not cut the rate nor hold status checks; the prompts
 // wait out their own Retry-After. That reading is an assumption: the spec shows no 429 codes.
@@ -194,8 +195,14 @@ export class RateLearner {
     const cap = s.ceiling * PROBE_ABOVE;
     s.limit = Math.min(this.maxRate, cap, s.limit * Math.pow(growth, dt));
     if (s.limit < cap) return;
-    // At the cap, the queue full: the gateway's burst is spent within PROBE_HOLD_MS, so no 429 by then means
-    // it takes this rate. It becomes the ceiling, and the next probe goes on from it.
+    // At the cap, the workers sending more than the ceiling: the gateway's burst is spent within PROBE_HOLD_MS,
+    // so no 429 by then means it takes this rate. It becomes the ceiling, and the next probe goes on from it.
+    // A cap the demand never went over says nothing of the gateway: raised on no evidence, the ceiling would
+    // let the next burst of demand run into the gateway's limit.
+    if (this.sendingRate(now) <= s.ceiling) {
+      this.atCapSince = undefined;
+      return;
+    }
     this.atCapSince ??= now;
     if (now - this.atCapSince < PROBE_HOLD_MS) return;
     s.ceiling = cap;
@@ -237,7 +244,10 @@ export class RateLearner {
     s.confirmations = confirmed ? s.confirmations + 1 : 0;
     s.plateauMs = Math.min(MAX_PLATEAU_MS, this.minPlateauMs * 2 ** s.confirmations);
     s.ceiling = ceiling;
-    s.limit = Math.max(MIN_RATE, ceiling * (s.confirmations >= 1 ? this.confirmedCut : this.cut));
+    const cutTo = ceiling * (s.confirmations >= 1 ? this.confirmedCut : this.cut);
+    // A 429 never raises the limit: on the plateau of a cut, a limit written but not yet in force leaves the
+    // older, higher one as the rate "in force", and a confirmed 95% of it can be above the 90% the cut set.
+    s.limit = Math.max(MIN_RATE, Math.min(s.limit, cutTo));
     s.cutAt = now;
   }
 

@@ -172,7 +172,11 @@ describe('RateLearner', () => {
       hit();
       expect(learner.state.limit).toBeCloseTo(4.5, 5);
       // Back at 5 rps a while later (a probe), the same wall again: confirmed.
-      now += 60_000;
+      for (let t = 0; t < 60; t++) {
+        now += 1000;
+        learner.report(now, report({ dispatched: 5, answered: { submit: 2, status: 3 } }));
+      }
+      expect(learner.state.limit).toBeCloseTo(5.5, 5); // the probe's cap, 10% over the ceiling
       learner.applied(now - 5000, 5);
       hit();
       expect(learner.state.confirmations).toBe(1);
@@ -200,6 +204,26 @@ describe('RateLearner', () => {
     expect(learner.state.confirmations).toBe(0);
     expect(learner.state.ceiling).toBeLessThanOrEqual(3.1);
     expect(learner.state.limit).toBeLessThanOrEqual(0.9 * 3.1);
+  });
+
+  it('never raises the limit on the plateau, though the cut was written too late to count as in force', () => {
+    let now = 10_000;
+    const learner = new RateLearner(now, undefined, { initialRate: 4 });
+    learner.applied(now - 5000, 4);
+    learner.report(now, report({ dispatched: 4, answered: { submit: 4, status: 0 } }));
+    learner.report(now + 10, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
+    expect(learner.state.limit).toBeCloseTo(3.6, 5);
+    // The write of 3.6 lands 1.5 s later (a busy server); 2.1 s after the cut the gateway refuses again while
+    // it answered 4.4 a second: the rate "in force" is still 4, and this 429 at it confirms that ceiling, whose
+    // 95% is 3.8. The limit stays at most where the cut put it.
+    learner.applied(now + 1500, 3.6);
+    for (let t = 1; t <= 2; t++) {
+      now += 1000;
+      learner.report(now, report({ dispatched: 4, answered: { submit: 4.4, status: 0 } }));
+    }
+    learner.report(now + 100, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
+    expect(learner.state.cutAt).toBe(now + 100);
+    expect(learner.state.limit).toBeLessThanOrEqual(3.6);
   });
 
   it('does not cut on submissions refused with a long Retry-After while status checks are answered', () => {
@@ -272,6 +296,27 @@ describe('RateLearner', () => {
     });
     const { learner: after } = simulate({ gatewayRps: 8, seconds: 120, learner, start: 10_000 });
     expect(after.state.ceiling).toBeGreaterThan(7);
+  });
+
+  it('raises a ceiling only on evidence: a probe held at its cap that the workers never sent over it stays', () => {
+    const learner = new RateLearner(0, {
+      limit: 4.75,
+      ceiling: 5,
+      cutAt: 0,
+      plateauMs: 5000,
+      confirmations: 1,
+      holdUntil: 0,
+      pinned: null,
+    });
+    learner.applied(0, 4.75);
+    // Demand of 4.5 requests a second for two minutes: enough to fill 70% of the limit, so the probe grows it
+    // to its cap (5.5), never more than the ceiling itself. No 429 comes, and none would tell anything.
+    for (let now = 1000; now <= 120_000; now += 1000) {
+      learner.report(now, report({ dispatched: 4.5, answered: { submit: 0, status: 4.5 } }));
+      if (now % 2000 === 0) learner.applied(now, learner.target(now));
+    }
+    expect(learner.target(120_000)).toBeCloseTo(5.5, 1);
+    expect(learner.state.ceiling).toBe(5);
   });
 
   it('carries its state: a learner built from it wants the same limit and keeps learning from there', () => {
