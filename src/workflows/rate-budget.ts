@@ -55,12 +55,20 @@ const MAX_HISTORY_EVENTS = 2000;
 export async function rateBudgetWorkflow(input: RateBudgetInput): Promise<void> {
   const { gatewayQueue } = input;
   // Signals that arrive meanwhile wait in the SDK's buffer until their handlers are set below.
-  const state = input.state ?? seedState(await lastLimit(gatewayQueue), Date.now());
+  const last = input.state ? null : await lastLimit(gatewayQueue);
+  const state = input.state ?? seedState(last, Date.now());
   const learner = new RateLearner(Date.now(), state);
   const shares = new BatchShares();
-  let applied: number | null = null; // unknown until this run applies it
+  // What the server has, when this run read it: a learner whose start is the limit already there (a worker's
+  // watchdog sets the slow start before any learner runs) does not write it again, and so its first cut, a
+  // second later, is not held back by the interval between writes.
+  let applied: number | null = last?.rps ?? null;
   let appliedAt = 0;
   let appliedHold = 0;
+  if (applied !== null) {
+    learner.applied(Date.now(), applied);
+    appliedHold = learner.state.holdUntil;
+  }
   // Reports arrive about once a second per worker; only a 429 or a pin needs the loop before its next tick.
   let messages = 0;
   let urgent = 0;
@@ -132,7 +140,8 @@ export async function rateBudgetWorkflow(input: RateBudgetInput): Promise<void> 
     const holdMoved = target === 0 && applied === 0 && appliedHold !== learner.state.holdUntil;
     let dueAt: number | undefined;
     if (target !== applied || holdMoved) {
-      const urgent = applied === null || target === 0 || applied === 0;
+      // A cut answers a 429 and goes at once (at most one per 429 episode); growth waits the interval.
+      const urgent = applied === null || target === 0 || applied === 0 || target < applied;
       dueAt = urgent ? now : appliedAt + MIN_APPLY_INTERVAL_MS;
       if (dueAt <= now) {
         await applyQueueLimit({ gatewayQueue, rps: target, reason: reason(now, target) });
