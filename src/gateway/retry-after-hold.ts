@@ -13,7 +13,10 @@ interface Waiter {
   reject: (err: Error) => void;
 }
 
-/** Come-back times are spread over this much past the hold's end, so held calls do not return all at once. */
+/**
+ * Held calls go, and turned-away ones come back, spread over this much past the hold's end: sent all at once,
+ * on top of what the queue dispatched meanwhile, they outran the gateway's refilled burst and drew the next 429.
+ */
 const SPREAD_MS = 1000;
 
 export class RetryAfterHolds {
@@ -37,23 +40,24 @@ export class RetryAfterHolds {
   }
 
   /**
-   * Resolves at once without a hold, or when the hold ends if that is within `maxWaitMs`. Otherwise rejects
-   * with NotSentError carrying when to come back (the hold's end, spread), so an activity never waits past its
-   * own timeout and nothing is sent.
+   * Resolves at once without a hold, or a little after the hold ends (spread, within `maxWaitMs`) if it ends
+   * within `maxWaitMs`. Otherwise rejects with NotSentError carrying when to come back (the hold's end,
+   * spread), so an activity never waits past its own timeout and nothing is sent.
    */
   wait(kind: CallKind, maxWaitMs: number): Promise<void> {
     if (this.closed) return Promise.reject(this.closed(kind));
     const holdMs = this.remainingMs(kind);
     if (holdMs === 0) return Promise.resolve();
+    const backMs = Math.round(holdMs + this.random() * SPREAD_MS);
     if (holdMs > maxWaitMs) {
-      const back = Math.round(holdMs + this.random() * SPREAD_MS);
       return Promise.reject(
         new NotSentError(
-          back,
-          `the gateway asked to wait (429 Retry-After); try again in ${Math.ceil(back / 1000)} s`,
+          backMs,
+          `the gateway asked to wait (429 Retry-After); try again in ${Math.ceil(backMs / 1000)} s`,
         ),
       );
     }
+    const waitMs = Math.min(backMs, maxWaitMs);
     return new Promise((resolve, reject) => {
       const waiter: Waiter = {
         kind,
@@ -61,8 +65,8 @@ export class RetryAfterHolds {
         timer: setTimeout(() => {
           this.waiting.delete(waiter);
           // Held again meanwhile (another 429 of this kind): wait for the new end, within what is left.
-          resolve(this.wait(kind, maxWaitMs - holdMs));
-        }, holdMs),
+          resolve(this.wait(kind, maxWaitMs - waitMs));
+        }, waitMs),
       };
       this.waiting.add(waiter);
     });

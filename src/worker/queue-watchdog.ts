@@ -11,6 +11,7 @@ import type { Client } from '@temporalio/client';
 import type { Logger } from '@temporalio/common';
 import { formatReason, parseReason, strandedHold, type QueueLimit } from '../contract/limit-reason';
 import { describeQueueLimit, setQueueLimit } from '../activities/rate-budget';
+import { INITIAL_RATE } from '../workflows/rate-learner';
 
 export interface QueueWatchdogOptions {
   client: Client;
@@ -28,9 +29,6 @@ export interface QueueWatchdogOptions {
   /** This worker's `--gateway-rps`: the limit a queue with none gets (else the learner's slow start). */
   pinnedRps?: number;
 }
-
-/** The learner's slow start (rate-learner.ts). */
-const INITIAL_RPS = 4;
 
 export class QueueWatchdog {
   private timer: ReturnType<typeof setInterval> | undefined;
@@ -76,8 +74,8 @@ export class QueueWatchdog {
                   }),
                 }
               : {
-                  rps: INITIAL_RPS,
-                  reason: formatReason('slow start (no learner yet)', { learned: INITIAL_RPS }),
+                  rps: INITIAL_RATE,
+                  reason: formatReason('slow start (no learner yet)', { learned: INITIAL_RATE }),
                 }),
           }),
         );

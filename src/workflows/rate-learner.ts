@@ -7,7 +7,7 @@
 // - on a later 429 (once per episode): a 429 at or over the ceiling confirms it; one under it is a new, lower
 //   ceiling (the lowest limit in force over the last few seconds, or the workers' request rate if lower; on the
 //   plateau of a cut, no probe since, the rate the gateway answered if lower still, never a confirmation);
-//   limit = 0.9 x ceiling (0.95 once confirmed), never above the limit before the 429;
+//   limit = 0.9 x ceiling, never above the limit before the 429;
 // - after a quiet plateau, probe upwards, faster and faster, but at most 10% over the ceiling; a probe held
 //   there 10 s with the workers sending over the ceiling and no 429 raises the ceiling to it. The plateau
 //   doubles each time a 429 confirms the ceiling (a steady limit costs few 429s), and is short again when the
@@ -18,7 +18,6 @@
 // With `holdShortRetryAfter: false`, only a long Retry-After that status checks get too (a gateway-wide pause)
 // holds the whole queue at 0; a short one (the usual token-bucket 429) only cuts the limit, and the refused
 // calls wait their own Retry-After in the worker (not the default yet, see the constructor).
-// `confirmedCut: 0.95` settles closer under a confirmed ceiling.
 import { parseReason, type QueueLimit } from '../contract/limit-reason';
 import type { LearnerState, RateReport } from '../contract/rate-budget';
 
@@ -35,13 +34,13 @@ export interface LearnerOptions {
   probeMax?: number;
   /** Hold the queue at 0 for every 429's Retry-After, however short; else (default) only a long one. */
   holdShortRetryAfter?: boolean;
-  /** The limit after a 429 once a ceiling is confirmed (default: the same as `cut`). */
-  confirmedCut?: number;
 }
 
+/** Requests/second before anything is known (slow start's first step; the watchdog's limit for a new queue). */
+export const INITIAL_RATE = 4;
 const SLOW_START = 2; // x per saturated second until the first 429
-// Probing: +5% per saturated second at first, 2 points more each second, at most +25%/s: a limit change takes
-// ~1 s to apply and the gateway's burst hides an overshoot for a while, so a faster probe overshoots far.
+// Probing: +5% per saturated second at first, 2 points more each second (at most `probeMax`): growth is written
+// at most once a second and the gateway's burst hides an overshoot for a while, so a faster probe overshoots far.
 const PROBE_START = 0.05;
 const PROBE_ACCEL = 0.02;
 const SAME_CEILING = 0.15; // a new ceiling this close to the last one confirms it
@@ -51,10 +50,14 @@ const PROBE_ABOVE = 1.1;
 const PROBE_HOLD_MS = 10_000;
 const MAX_PLATEAU_MS = 120_000;
 export const MIN_RATE = 0.1;
-const SAME_EPISODE_MS = 2000; // 429s this soon after a cut answer requests dispatched before it took effect
+// 429s this soon after a cut answer requests dispatched before it took effect, or held out a 1 s Retry-After
+// in a worker; a later one says the cut limit is over the gateway's too (waiting 2 s left a limit that was
+// over it in force for another 429 each second).
+const SAME_EPISODE_MS = 1000;
 const WINDOW_MS = 3000; // dispatch rates are measured over this long
 const SATURATED = 0.7; // dispatches at this share of the limit in force mean the limit binds
-const TAKES_EFFECT_MS = 1000; // a new queue limit applies about 1 s after the call (docs/rate-budget.md)
+// A new queue limit governs dispatches within about 150 ms of the call (`bench/queue-limit-probe.ts change`).
+const TAKES_EFFECT_MS = 250;
 /** Workers report at most this often (and at once on a 429). */
 export const REPORT_INTERVAL_MS = 1000;
 // A submit-only 429 with a longer Retry-After reads as a capacity cap; one that status checks get too, as a
@@ -79,7 +82,6 @@ export class RateLearner {
   private readonly cut: number;
   private readonly probeMax: number;
   private readonly holdShortRetryAfter: boolean;
-  private readonly confirmedCut: number;
   /** 429s seen by this run (not carried; for the snapshot). */
   rateLimited = 0;
   reports = 0;
@@ -88,15 +90,13 @@ export class RateLearner {
     this.minPlateauMs = options.plateauMs ?? 5000;
     this.maxRate = options.maxRate ?? 1000;
     this.cut = options.cut ?? 0.9;
-    // A probe grows the limit by at most 10% a second. A 429 is seen about two seconds after the
-    // limit that drew it (reports each second, a new limit applies a second later), so a fast probe overshoots
-    // far, and its 429 reads as a new, higher ceiling.
+    // A probe grows the limit by at most 10% a second. A 429 comes seconds after the limit that drew it (the
+    // gateway's burst hides an overshoot for a while), so a fast probe overshoots far, and its 429 reads as a
+    // new, higher ceiling.
     this.probeMax = options.probeMax ?? 1.1;
     // A short Retry-After (a token bucket's 429) only cuts; the refused calls wait it out in their worker,
     // per kind (gateway/retry-after-hold.ts), while the rest of the queue goes on at the cut rate.
     this.holdShortRetryAfter = options.holdShortRetryAfter ?? false;
-    // A ceiling confirmed by a second 429 at the same rate is well measured: settle closer under it.
-    this.confirmedCut = options.confirmedCut ?? 0.95;
     this.state = state ?? initialState(options);
     this.grownAt = now;
   }
@@ -244,9 +244,12 @@ export class RateLearner {
     s.confirmations = confirmed ? s.confirmations + 1 : 0;
     s.plateauMs = Math.min(MAX_PLATEAU_MS, this.minPlateauMs * 2 ** s.confirmations);
     s.ceiling = ceiling;
-    const cutTo = ceiling * (s.confirmations >= 1 ? this.confirmedCut : this.cut);
-    // A 429 never raises the limit: on the plateau of a cut, a limit written but not yet in force leaves the
-    // older, higher one as the rate "in force", and a confirmed 95% of it can be above the 90% the cut set.
+    // 90% whether confirmed or not: the ceiling is a limit at which a 429 came, not the gateway's rate, which can
+    // be a few percent under it; 95% of a probe's hit left the limit over a 5 requests/s gateway, and the next
+    // 429 came as soon as its Retry-After was up.
+    const cutTo = ceiling * this.cut;
+    // A 429 never raises the limit, whatever rate it is read at (a limit written late leaves an older, higher
+    // one "in force").
     s.limit = Math.max(MIN_RATE, Math.min(s.limit, cutTo));
     s.cutAt = now;
   }
@@ -264,7 +267,7 @@ export class RateLearner {
     );
   }
 
-  /** The limit the server enforced over the last window: the lowest applied in it (changes lag ~1 s). */
+  /** The limit the server enforced over the last window: the lowest applied in it (a write governs dispatches ~150 ms later). */
   private limitInForce(now: number, which: 'lowest' | 'highest' = 'lowest'): number {
     const from = now - WINDOW_MS - TAKES_EFFECT_MS;
     const pick = which === 'lowest' ? Math.min : Math.max;
@@ -295,7 +298,7 @@ export class RateLearner {
 
 function initialState(options: LearnerOptions = {}): LearnerState {
   return {
-    limit: options.initialRate ?? 4,
+    limit: options.initialRate ?? INITIAL_RATE,
     cutAt: 0, // JSON-safe "never"
     plateauMs: options.plateauMs ?? 5000,
     confirmations: 0,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RateReport } from '../../src/contract/rate-budget';
-import { RateLearner } from '../../src/workflows/rate-learner';
+import { INITIAL_RATE, RateLearner } from '../../src/workflows/rate-learner';
 
 const report = (over: Partial<RateReport> = {}): RateReport => ({
   worker: 'w1',
@@ -12,7 +12,7 @@ const report = (over: Partial<RateReport> = {}): RateReport => ({
 });
 
 /**
- * A backlogged gateway queue limited at what the learner applies (taking effect 1 s later, as measured), the
+ * A backlogged gateway queue limited at what the learner applies (taking effect 150 ms later, as measured), the
  * gateway a token bucket (rate, burst = rate) answering 429 with Retry-After 1 s, `workers` workers each
  * reporting once a second (at once on a 429) and holding their own calls for a Retry-After. The learner's
  * workflow loop is modelled too: it applies a new target at most once a second, a hold or its end at once.
@@ -47,7 +47,7 @@ function simulate(opts: {
     lastFlush[w] = now;
   };
   for (const end = now + opts.seconds * 1000; now < end; now += step) {
-    // The server applies limits 1 s after the call.
+    // The server applies limits 150 ms after the call (`bench/queue-limit-probe.ts change`).
     while (pending.length > 0 && pending[0]!.at <= now) queueRps = pending.shift()!.rps;
     queueTokens = Math.min(Math.max(1, Math.ceil(queueRps)), queueTokens + (queueRps * step) / 1000);
     gwTokens = Math.min(opts.gatewayRps, gwTokens + (opts.gatewayRps * step) / 1000);
@@ -75,7 +75,7 @@ function simulate(opts: {
       applied = target;
       appliedAt = now;
       learner.applied(now, target);
-      pending.push({ at: now + (target === 0 ? 100 : 1000), rps: target });
+      pending.push({ at: now + 150, rps: target });
     }
   }
   return { sent, limited, rate: sent / opts.seconds, learner };
@@ -157,31 +157,29 @@ describe('RateLearner', () => {
     expect(learner.target(now + 8010)).toBeCloseTo(3.6, 5);
   });
 
-  it('settles at 0.95 of a confirmed ceiling, 0.9 of a first one', () => {
-    for (const [options, second] of [
-      [{ confirmedCut: 0.9 }, 0.9],
-      [{}, 0.95],
-    ] as const) {
-      let now = 10_000;
-      const learner = new RateLearner(now, undefined, { ...options, initialRate: 5 });
-      learner.applied(now - 5000, 5);
-      const hit = () => {
-        learner.report(now, report({ dispatched: 5, answered: { submit: 2, status: 3 } }));
-        learner.report(now + 10, report({ rateLimited: { submit: 0, status: 1 }, retryAfterMs: 1000 }));
-      };
-      hit();
-      expect(learner.state.limit).toBeCloseTo(4.5, 5);
-      // Back at 5 rps a while later (a probe), the same wall again: confirmed.
-      for (let t = 0; t < 60; t++) {
-        now += 1000;
-        learner.report(now, report({ dispatched: 5, answered: { submit: 2, status: 3 } }));
-      }
-      expect(learner.state.limit).toBeCloseTo(5.5, 5); // the probe's cap, 10% over the ceiling
-      learner.applied(now - 5000, 5);
-      hit();
-      expect(learner.state.confirmations).toBe(1);
-      expect(learner.state.limit).toBeCloseTo(5 * second, 5);
+  it('settles at 0.9 of a ceiling a probe confirmed too, and stays quiet twice as long', () => {
+    let now = 10_000;
+    const learner = new RateLearner(now, undefined, { initialRate: 5 });
+    learner.applied(now - 5000, 5);
+    const hit = () => {
+      learner.report(now, report({ dispatched: 5, answered: { submit: 2, status: 3 } }));
+      learner.report(now + 10, report({ rateLimited: { submit: 0, status: 1 }, retryAfterMs: 1000 }));
+    };
+    hit();
+    expect(learner.state.limit).toBeCloseTo(4.5, 5);
+    expect(learner.state.plateauMs).toBe(5000);
+    // Back at 5 rps a while later (a probe), the same wall again: confirmed.
+    for (let t = 0; t < 60; t++) {
+      now += 1000;
+      learner.report(now, report({ dispatched: 5, answered: { submit: 2, status: 3 } }));
     }
+    expect(learner.state.limit).toBeCloseTo(5.5, 5); // the probe's cap, 10% over the ceiling
+    learner.applied(now - 5000, 5);
+    hit();
+    expect(learner.state.confirmations).toBe(1);
+    // The gateway refused at 5 rps: its rate may be a little under that, so 95% of it could still be over.
+    expect(learner.state.limit).toBeCloseTo(4.5, 5);
+    expect(learner.state.plateauMs).toBe(10_000);
   });
 
   it('a 429 on the plateau of a cut (no probe since) cuts to what the gateway answered, unconfirmed', () => {
@@ -206,6 +204,27 @@ describe('RateLearner', () => {
     expect(learner.state.limit).toBeLessThanOrEqual(0.9 * 3.1);
   });
 
+  it('cuts again on a 429 more than a second after a cut, not on one within it', () => {
+    let now = 10_000;
+    const learner = new RateLearner(now, undefined, { initialRate: 4 });
+    learner.applied(now - 5000, 4);
+    const refused = (at: number) =>
+      learner.report(at, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
+    learner.report(now, report({ dispatched: 4, answered: { submit: 4, status: 0 } }));
+    refused(now + 10);
+    expect(learner.state.limit).toBeCloseTo(3.6, 5);
+    learner.applied(now + 100, 3.6);
+    // 0.9 s after the cut: a call sent before it applied, or held out the Retry-After in a worker.
+    refused(now + 910);
+    expect(learner.state.limit).toBeCloseTo(3.6, 5);
+    // 1.2 s after it, 3.6 governing the queue for a second: still over the gateway's limit.
+    now += 1000;
+    learner.report(now, report({ dispatched: 3.6, answered: { submit: 3, status: 0 } }));
+    refused(now + 200);
+    expect(learner.state.cutAt).toBe(now + 200);
+    expect(learner.state.limit).toBeLessThan(3.3);
+  });
+
   it('never raises the limit on the plateau, though the cut was written too late to count as in force', () => {
     let now = 10_000;
     const learner = new RateLearner(now, undefined, { initialRate: 4 });
@@ -214,8 +233,7 @@ describe('RateLearner', () => {
     learner.report(now + 10, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
     expect(learner.state.limit).toBeCloseTo(3.6, 5);
     // The write of 3.6 lands 1.5 s later (a busy server); 2.1 s after the cut the gateway refuses again while
-    // it answered 4.4 a second: the rate "in force" is still 4, and this 429 at it confirms that ceiling, whose
-    // 95% is 3.8. The limit stays at most where the cut put it.
+    // it answered 4.4 a second: the rate "in force" is still 4, and a cut from it must not land above 3.6.
     learner.applied(now + 1500, 3.6);
     for (let t = 1; t <= 2; t++) {
       now += 1000;
@@ -261,7 +279,7 @@ describe('RateLearner', () => {
     expect(learner.target(now + 1)).toBe(0);
     expect(learner.target(now + 3001)).toBe(7);
     learner.pin(null);
-    expect(learner.target(now + 3001)).toBe(4); // the learned limit: still the initial one
+    expect(learner.target(now + 3001)).toBe(INITIAL_RATE); // the learned limit: still the initial one
   });
 
   it('corrects an early ceiling set too low: a probe that hits higher raises it', () => {
