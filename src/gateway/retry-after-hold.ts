@@ -1,5 +1,5 @@
 // What a worker does with a 429 on its own: calls of the refused kind (submissions, or status checks) wait out
-// the Retry-After the gateway gave, and no longer. The pace itself is not the worker's: every gateway call runs
+// the Retry-After the gateway gave, and at most a second longer (spread). The pace itself is not the worker's: every gateway call runs
 // on the gateway queue, whose server-side rate limit the learner workflow sets for all workers together
 // (docs/rate-budget.md). A hold is per kind: a 429 on a status check does not stop submissions (a gateway that
 // limits every request refuses the next submission too, and that holds submissions as well).
