@@ -138,6 +138,30 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   }
 }
 
+/**
+ * What a starting server printed, for the error if it fails: its first lines and its last. A Go panic names its
+ * cause first (`listen tcp ...: bind: address already in use`), then pages of stack: a tail alone lost the
+ * cause, and with it the retry on a taken port.
+ */
+export function startOutput(headChars = 4000, tailChars = 8000): { add(text: string): void; text(): string } {
+  let head = '';
+  let tail = '';
+  let dropped = false;
+  return {
+    add(text) {
+      const room = headChars - head.length;
+      if (room > 0) {
+        head += text.slice(0, room);
+        text = text.slice(room);
+      }
+      const joined = tail + text;
+      if (joined.length > tailChars) dropped = true;
+      tail = joined.slice(-tailChars);
+    },
+    text: () => (dropped ? `${head}\n...\n${tail}` : head + tail),
+  };
+}
+
 /** The port a failed start could not bind, from the server's `listen tcp 127.0.0.1:N: bind: address already in use`. */
 export function takenPort(output: string): number | undefined {
   const match = /listen tcp [^\s]*:(\d+): bind: address already in use/i.exec(output);
@@ -177,10 +201,8 @@ async function launch(
     ...(options.headless ? ['--headless'] : ['--ui-port', String(uiPort)]),
   ];
   const child = spawn(cliPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  const keep = (chunk: Buffer) => {
-    output = (output + chunk.toString()).slice(-8000);
-  };
+  const output = startOutput();
+  const keep = (chunk: Buffer) => output.add(chunk.toString());
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
   // A dev server must never outlive the process that started it.
@@ -199,7 +221,7 @@ async function launch(
     clearTimeout(timer);
   };
   try {
-    await waitUntilReady(address, child, () => output, options.readyTimeoutMs ?? 60_000);
+    await waitUntilReady(address, child, () => output.text(), options.readyTimeoutMs ?? 60_000);
     if (dbExisted) await registerSearchAttributes(cliPath, address, namespace);
     if (uiUrl) await waitForHttp(uiUrl, options.readyTimeoutMs ?? 60_000);
   } catch (err) {

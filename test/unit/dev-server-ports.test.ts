@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { takenPort } from '../../src/dev-server/dev-server';
+import { startOutput, takenPort } from '../../src/dev-server/dev-server';
 
 // What the Temporal CLI printed when another process took the HTTP API port it had been given.
 const HTTP_PORT_TAKEN =
@@ -10,6 +10,16 @@ describe('a port taken while the dev server starts', () => {
   it('is named, so a picked port can be picked again and a chosen one is not', () => {
     expect(takenPort(HTTP_PORT_TAKEN)).toBe(44759);
     expect(takenPort('listen tcp [::1]:7233: bind: address already in use')).toBe(7233);
+  });
+
+  it('is still named when a panic prints pages of stack after it', () => {
+    const output = startOutput();
+    output.add(`panic: ${HTTP_PORT_TAKEN}\n\ngoroutine 1 [running]:\n`);
+    for (let i = 0; i < 200; i++)
+      output.add(`go.uber.org/dig.paramList.BuildList(...)\n\t/root/go/pkg/mod/dig.go:${i}\n`);
+    expect(takenPort(output.text())).toBe(44759);
+    expect(output.text()).toContain('dig.go:199'); // and the end of it
+    expect(output.text().length).toBeLessThan(12_100);
   });
 
   it('is not found in other failures', () => {
