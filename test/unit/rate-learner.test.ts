@@ -11,6 +11,19 @@ const report = (over: Partial<RateReport> = {}): RateReport => ({
   ...over,
 });
 
+/** A 429 reported at `at`, with a 1 s Retry-After. */
+const refusedAt = (learner: RateLearner, at: number) =>
+  learner.report(at, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
+
+/** A learner at 4 rps in force, cut to 3.6 by a 429 at `now` + 10 ms (its ceiling 4). */
+function cutFrom4(now: number): RateLearner {
+  const learner = new RateLearner(now, undefined, { initialRate: 4 });
+  learner.applied(now - 5000, 4);
+  learner.report(now, report({ dispatched: 4, answered: { submit: 4, status: 0 } }));
+  refusedAt(learner, now + 10);
+  return learner;
+}
+
 /**
  * A backlogged gateway queue limited at what the learner applies (taking effect 150 ms later, as measured), the
  * gateway a token bucket (rate, burst = rate) answering 429 with Retry-After 1 s, `workers` workers each
@@ -184,11 +197,8 @@ describe('RateLearner', () => {
 
   it('a 429 on the plateau of a cut (no probe since) cuts to what the gateway answered, unconfirmed', () => {
     let now = 10_000;
-    const learner = new RateLearner(now, undefined, { initialRate: 4 });
-    learner.applied(now - 5000, 4);
     // The first 429: the ceiling is the rate in force (4), the limit 0.9 of it.
-    learner.report(now, report({ dispatched: 4, answered: { submit: 4, status: 0 } }));
-    learner.report(now + 10, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
+    const learner = cutFrom4(now);
     expect(learner.state.ceiling).toBeCloseTo(4, 5);
     expect(learner.state.limit).toBeCloseTo(3.6, 5);
     // 3 s later, still on its plateau at 3.6 (applied), a 429 again while the gateway answered 3 a second: the
@@ -198,7 +208,7 @@ describe('RateLearner', () => {
       now += 1000;
       learner.report(now, report({ dispatched: 3.6, answered: { submit: 3, status: 0 } }));
     }
-    learner.report(now + 10, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
+    refusedAt(learner, now + 10);
     expect(learner.state.confirmations).toBe(0);
     expect(learner.state.ceiling).toBeLessThanOrEqual(3.1);
     expect(learner.state.limit).toBeLessThanOrEqual(0.9 * 3.1);
@@ -206,31 +216,23 @@ describe('RateLearner', () => {
 
   it('cuts again on a 429 more than a second after a cut, not on one within it', () => {
     let now = 10_000;
-    const learner = new RateLearner(now, undefined, { initialRate: 4 });
-    learner.applied(now - 5000, 4);
-    const refused = (at: number) =>
-      learner.report(at, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
-    learner.report(now, report({ dispatched: 4, answered: { submit: 4, status: 0 } }));
-    refused(now + 10);
+    const learner = cutFrom4(now);
     expect(learner.state.limit).toBeCloseTo(3.6, 5);
     learner.applied(now + 100, 3.6);
     // 0.9 s after the cut: a call sent before it applied, or held out the Retry-After in a worker.
-    refused(now + 910);
+    refusedAt(learner, now + 910);
     expect(learner.state.limit).toBeCloseTo(3.6, 5);
     // 1.2 s after it, 3.6 governing the queue for a second: still over the gateway's limit.
     now += 1000;
     learner.report(now, report({ dispatched: 3.6, answered: { submit: 3, status: 0 } }));
-    refused(now + 200);
+    refusedAt(learner, now + 200);
     expect(learner.state.cutAt).toBe(now + 200);
     expect(learner.state.limit).toBeLessThan(3.3);
   });
 
   it('never raises the limit on the plateau, though the cut was written too late to count as in force', () => {
     let now = 10_000;
-    const learner = new RateLearner(now, undefined, { initialRate: 4 });
-    learner.applied(now - 5000, 4);
-    learner.report(now, report({ dispatched: 4, answered: { submit: 4, status: 0 } }));
-    learner.report(now + 10, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
+    const learner = cutFrom4(now);
     expect(learner.state.limit).toBeCloseTo(3.6, 5);
     // The write of 3.6 lands 1.5 s later (a busy server); 2.1 s after the cut the gateway refuses again while
     // it answered 4.4 a second: the rate "in force" is still 4, and a cut from it must not land above 3.6.
@@ -239,7 +241,7 @@ describe('RateLearner', () => {
       now += 1000;
       learner.report(now, report({ dispatched: 4, answered: { submit: 4.4, status: 0 } }));
     }
-    learner.report(now + 100, report({ rateLimited: { submit: 1, status: 0 }, retryAfterMs: 1000 }));
+    refusedAt(learner, now + 100);
     expect(learner.state.cutAt).toBe(now + 100);
     expect(learner.state.limit).toBeLessThanOrEqual(3.6);
   });
