@@ -149,6 +149,23 @@ export class RateLearner {
     );
   }
 
+  /**
+   * Requests sent in the busiest second of the window (the reports that arrived within a second of each other).
+   * After idle seconds, a burst draws a 429 while the window's average sits far under the limit.
+   */
+  private peakSendingRate(now: number): number {
+    const sent = (r: RateReport) =>
+      r.answered.submit + r.answered.status + r.rateLimited.submit + r.rateLimited.status;
+    const recent = this.arrivals.filter((a) => a.at > now - WINDOW_MS);
+    let peak = 0;
+    for (const end of recent) {
+      let n = 0;
+      for (const a of recent) if (a.at > end.at - REPORT_INTERVAL_MS && a.at <= end.at) n += sent(a.report);
+      peak = Math.max(peak, n);
+    }
+    return peak / (REPORT_INTERVAL_MS / 1000);
+  }
+
   /** Requests the gateway answered (not 429) per second over the last few seconds. */
   private answeredRate(now: number): number {
     return this.rateOf(now, (r) => r.answered.submit + r.answered.status);
@@ -216,9 +233,11 @@ export class RateLearner {
     if (this.holdShortRetryAfter || report.retryAfterMs > LONG_RETRY_AFTER_MS)
       s.holdUntil = Math.max(s.holdUntil, now + report.retryAfterMs);
     if (s.pinned !== null || now - s.cutAt < SAME_EPISODE_MS) return;
-    // The rate at which it hit: the limit in force when the queue was full, else what the workers sent.
+    // The rate at which it hit: the limit in force when the queue was full, else what the workers sent, in
+    // their busiest second (averaged over idle seconds, a burst read as 3.3 requests/s against a 5 rps gateway).
     const inForce = this.limitInForce(now);
-    const sending = this.sendingRate(now);
+    const saturated = this.saturated(now);
+    const sending = Math.max(this.sendingRate(now), this.peakSendingRate(now));
     let hit = Math.max(MIN_RATE, sending >= SATURATED * inForce ? inForce : sending);
     // In slow start the limit doubles each second, so the lowest one in force over the window is far under the
     // rate that drew the 429; the requests the gateway answered over it are not (its rate plus its burst).
@@ -228,8 +247,9 @@ export class RateLearner {
     // A 429 while the limit still sits where the last cut put it (no probe since) says that cut was not deep
     // enough: the ceiling is what the gateway answered meanwhile, never a confirmation. Else each such 429 cut
     // only 5%, and a first ceiling read high from the gateway's burst took ten seconds of 429s to come down.
+    // (What it answered is the gateway's rate only while the workers kept the queue full: else it is demand.)
     const onPlateau = s.ceiling !== undefined && now - s.cutAt < s.plateauMs && hit < s.ceiling;
-    if (onPlateau) {
+    if (onPlateau && saturated) {
       const answered = this.answeredRate(now);
       if (answered > 0) hit = Math.max(MIN_RATE, Math.min(hit, answered));
     }

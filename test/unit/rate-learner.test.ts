@@ -214,6 +214,22 @@ describe('RateLearner', () => {
     expect(learner.state.limit).toBeLessThanOrEqual(0.9 * 3.1);
   });
 
+  it('reads a burst after idle seconds at the rate in force, not at the demand averaged over them', () => {
+    const start = 10_000;
+    const learner = cutFrom4(start);
+    learner.applied(start + 100, 3.6);
+    // Still on the plateau of that cut: a second with one check, an idle one, then five calls within a second
+    // (due checks that came at once), the last refused. The window's average is 2 requests/s, under the
+    // limit's 70%; what the gateway answered in it, 1.7 a second, is demand, not the gateway's rate.
+    const burst = start + 4000;
+    learner.report(burst - 2000, report({ dispatched: 1, answered: { submit: 0, status: 1 } }));
+    learner.report(burst, report({ dispatched: 4, answered: { submit: 0, status: 4 } }));
+    refusedAt(learner, burst + 10);
+    expect(learner.state.cutAt).toBe(burst + 10);
+    // Cut from 3.6, where the limit sat (read at 2 or 1.7, it went to 1.5 against a gateway that took 4).
+    expect(learner.state.limit).toBeCloseTo(0.9 * 3.6, 5);
+  });
+
   it('cuts again on a 429 more than a second after a cut, not on one within it', () => {
     let now = 10_000;
     const learner = cutFrom4(now);
