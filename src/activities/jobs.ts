@@ -603,6 +603,7 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
       return Promise.resolve({
         waitForEstimate: latency.waitsForEstimate(input.jobId),
         ...(dueAge !== undefined ? { dueInMs: Math.max(0, dueAge - ageMs) } : {}),
+        ...(latency.dueIsGuess() ? { guess: true } : {}),
         ...(spareAge !== undefined ? { spareInMs: Math.max(0, spareAge - ageMs) } : {}),
       });
     },

@@ -10,17 +10,22 @@
 const RECENT = 400;
 const MIN_CHECKS = 20;
 const TARGET = 0.9;
-/** Spare checks (workflows/first-check.ts) may start once this share of jobs has finished. */
-const SPARE_TARGET = 0.25;
+/**
+ * Spare checks (workflows/first-check.ts) may start once this share of jobs has finished. Each that finds its
+ * job running is a request more: from a quarter, a third did (the budget idle between a large batch's first
+ * checks and its due ones).
+ */
+const SPARE_TARGET = 0.5;
 /** A share of jobs is checked earlier than the estimate, so that it can move down as well as up. */
 const EXPLORE_SHARE = 0.2;
 const EXPLORE_FROM = 0.8;
 /**
  * Before anything is known, this share of the jobs (those that explore later) is checked at the schedule's
- * first poll to learn the latency; the others wait for what they teach (waitsForEstimate).
+ * first poll to learn the latency; the others wait for what they teach (waitsForEstimate). A fifth: at the
+ * first poll a large batch has made only about half its jobs, and a tenth of those cannot make MIN_CHECKS.
  */
-const FIRST_EXPLORE_SHARE = 0.1;
-/** While no age reaches the target, the next first checks go this much later than the latest one. */
+const FIRST_EXPLORE_SHARE = 0.2;
+/** While no age reaches the target, the next first checks go this much later than a job was last seen running. */
 const EXPAND = 1.25;
 const CACHE_MS = 1000;
 /** A last block of the fit spanning ages this far apart is a plateau, not checks that came too early. */
@@ -30,7 +35,7 @@ export class LatencyTracker {
   private readonly checks: { age: number; finished: boolean }[] = [];
   /** Jobs this worker has checked at least once, so that only first checks are counted. */
   private readonly seen = new Set<string>();
-  private readonly cached = new Map<number, { at: number; value: number | undefined }>();
+  private readonly cached = new Map<number, { at: number; value: number | undefined; guess: boolean }>();
   /** Exploring jobs submitted while nothing was known and not checked yet: the estimate they will make. */
   private readonly pendingExplorers = new Set<string>();
 
@@ -90,22 +95,33 @@ export class LatencyTracker {
     return this.ageFor(TARGET);
   }
 
-  /** The age by which a quarter of jobs have finished: spare checks may find a job finished from then on. */
+  /**
+   * The age by which half the jobs have finished: spare checks may find a job finished from then on. None while
+   * the due age is a guess: the first checks are then all younger than most jobs, and a large batch's spare
+   * checks from such a fit (all in the idle seconds before its first due checks) found half their jobs running.
+   */
   spareCheckAge(): number | undefined {
+    if (this.ageFor(TARGET) === undefined || this.dueIsGuess()) return undefined;
     return this.ageFor(SPARE_TARGET);
+  }
+
+  /** Whether the due age is a guess: no age reaches 90% of the jobs finished yet (see estimate). */
+  dueIsGuess(): boolean {
+    return this.ageFor(TARGET) !== undefined && this.cached.get(TARGET)?.guess === true;
   }
 
   private ageFor(target: number): number | undefined {
     const now = this.now();
     const hit = this.cached.get(target);
     if (hit && now - hit.at < CACHE_MS) return hit.value;
-    const value = this.estimate(target);
-    this.cached.set(target, { at: now, value });
+    const { value, guess } = this.estimate(target);
+    this.cached.set(target, { at: now, value, guess });
     return value;
   }
 
-  private estimate(target: number): number | undefined {
-    if (this.checks.length < MIN_CHECKS) return undefined;
+  /** The age by which `target` of the jobs have finished; `guess`: no age reaches it yet (see below). */
+  private estimate(target: number): { value: number | undefined; guess: boolean } {
+    if (this.checks.length < MIN_CHECKS) return { value: undefined, guess: false };
     const sorted = [...this.checks].sort((a, b) => a.age - b.age);
     // Pool adjacent violators: blocks of (mean finished share, count, last age), means non-decreasing.
     const blocks: { mean: number; n: number; age: number }[] = [];
@@ -117,25 +133,42 @@ export class LatencyTracker {
         blocks.push({ mean: (a.mean * a.n + b.mean * b.n) / (a.n + b.n), n: a.n + b.n, age: b.age });
       }
     }
-    // The first block reaching the target: its ages are where the fitted share crosses it; take its first.
+    // The first block reaching the target: its ages are where the fitted share crosses it; take its first. A
+    // block counts one running check more than it saw, so that a few finished checks at the oldest ages (all
+    // a batch's first minute may have) do not claim the target: checked at such an age, half were running.
     let start = 0;
     for (const block of blocks) {
-      if (block.mean >= target) return sorted[start]!.age;
+      if ((block.mean * block.n) / (block.n + 1) >= target)
+        return { value: sorted[start]!.age, guess: false };
       start += block.n;
     }
     // No age reaches the target. When the finished share is flat over a span of ages (a share of jobs never
     // finishes, or answers badly), checking later would only drift towards the deadline: aim at 90% of the
-    // jobs that do finish. Otherwise the checks were too early: go later.
+    // jobs that do finish. Otherwise the checks were too early: go later. (A last block over the target is
+    // too few checks to claim it, not a share that never finishes.)
     const plateau = blocks[blocks.length - 1]!;
     const last = sorted[sorted.length - 1]!.age;
-    if (plateau.mean > 0 && last >= FLAT_SPAN * sorted[sorted.length - plateau.n]!.age) {
+    if (
+      plateau.mean > 0 &&
+      plateau.mean < target &&
+      last >= FLAT_SPAN * sorted[sorted.length - plateau.n]!.age
+    ) {
       start = 0;
       for (const block of blocks) {
-        if (block.mean >= target * plateau.mean) return sorted[start]!.age;
+        if (block.mean >= target * plateau.mean) return { value: sorted[start]!.age, guess: false };
         start += block.n;
       }
     }
-    return last * EXPAND;
+    // Go later than a job was last seen running. The oldest check may be a job first checked late (one that
+    // waited for the estimate) and found finished: it says nothing of later ages, and taken as the latest it
+    // made a 300-prompt batch's guess jump from 79 s to 113 s just as its last jobs came due.
+    let running = last;
+    for (let i = sorted.length - 1; i >= 0; i--)
+      if (!sorted[i]!.finished) {
+        running = sorted[i]!.age;
+        break;
+      }
+    return { value: running * EXPAND, guess: true };
   }
 }
 

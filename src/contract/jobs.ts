@@ -12,7 +12,7 @@ export interface SubmitResult {
    * (activities/latency.ts); absent until then (the poll schedule's firstPollMs applies).
    */
   firstCheckAgeMs?: number;
-  /** The age from which spare checks may find it finished (a quarter of jobs are by then); absent: not learned. */
+  /** The age from which spare checks may find it finished (half the jobs are by then); absent: not learned. */
   spareCheckAgeMs?: number;
   /** The job id could not be written to the jobs journal (why): a terminate before the row ends may lose it. */
   journalError?: string;
@@ -50,6 +50,8 @@ export interface FirstCheckTiming {
   waitForEstimate: boolean;
   /** Absent while the worker knows no latency. */
   dueInMs?: number;
+  /** The due age is a guess: no age reaches 90% of the jobs finished yet. */
+  guess?: boolean;
   spareInMs?: number;
 }
 

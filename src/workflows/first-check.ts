@@ -1,6 +1,6 @@
 // The wait for a new job's first status check on the gateway queue, where every dispatch takes a token of the
 // shared budget (docs/rate-budget.md). The due check comes at the age by which 90% of jobs have finished (a
-// workflow timer). A job is also checked before that, from the age by which a quarter of jobs have finished, with budget nobody else wants: those checks run at
+// workflow timer). A job is also checked before that, from the age by which half the jobs have finished, with budget nobody else wants: those checks run at
 // the lowest priority, so the server dispatches them only when no submission or due check of any batch is
 // waiting. A busy budget loses nothing to them; an idle one (the end of a batch, a small batch) finds jobs
 // finished sooner than the due check would.

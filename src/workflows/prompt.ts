@@ -23,6 +23,7 @@ import { waitForFirstCheck } from './first-check';
 import { watchLateVideo, type LateRun } from './late-video';
 import { activityError, finish, orCancelled, setState } from './prompt-outcome';
 import { rewritePrompt } from './prompt-enhance';
+import { firstAskStep, MAX_FIRST_ASKS } from './first-ask';
 import { stopAbandonedJob } from './stop-job';
 import {
   PromptState,
@@ -285,7 +286,8 @@ class PromptRun implements LateRun {
    * first poll, the worker is asked (a local activity: no gateway call, no token of the budget) when the job
    * is due. While it knows nothing yet, the exploring share of jobs is checked now, to learn it, and the others
    * wait another first poll and ask again, at most MAX_FIRST_ASKS times and never past the deadline, when the
-   * exploring jobs are enough to learn it (a small batch's are not). Undefined: check now.
+   * exploring jobs are enough to learn it (a small batch's are not); a guessed due age far off waits likewise
+   * (first-ask.ts). Undefined: check now.
    */
   private async learnedFirstCheck(
     job: { jobId: string; submittedAt: number },
@@ -300,12 +302,13 @@ class PromptRun implements LateRun {
         await sleep(at - Date.now(), { summary: `first status check of job ${job.jobId}` });
       const timing = await firstCheckTiming({ jobId: job.jobId, submittedAt: job.submittedAt });
       const now = Date.now();
-      if (timing.dueInMs !== undefined)
+      const step = firstAskStep(timing, ask, input.poll.firstPollMs);
+      if (step === 'due')
         return {
-          dueAt: Math.min(now + timing.dueInMs, latest),
+          dueAt: Math.min(now + timing.dueInMs!, latest),
           spareFrom: timing.spareInMs === undefined ? undefined : now + timing.spareInMs,
         };
-      if (!timing.waitForEstimate) return undefined;
+      if (step === 'check-now') return undefined;
       at = now + input.poll.firstPollMs;
     }
     return undefined;
@@ -408,9 +411,6 @@ class PromptRun implements LateRun {
     }
   }
 }
-
-/** How often a job submitted before the latency was known asks for it before its first check goes anyway. */
-const MAX_FIRST_ASKS = 3;
 
 /** What a cancelled row was waiting for, by the step that made it wait. */
 const WAITING = {
