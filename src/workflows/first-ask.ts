@@ -11,7 +11,7 @@ export const MAX_FIRST_ASKS = 3;
  * again, when enough will teach it. A guessed due age (no age reaches 90% of the jobs finished yet) is taken
  * when it comes before the next ask would; one further off waits for what the worker knows then: one job seen
  * running at 76 s made the guess 95 s just as a 300-prompt batch's last jobs asked, and their checks came at
- * 150 s instead of 135 s. The last ask takes what there is.
+ * 150 s (about 140 s asking again). The last ask takes what there is.
  */
 export function firstAskStep(
   timing: FirstCheckTiming,
