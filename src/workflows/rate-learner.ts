@@ -64,6 +64,11 @@ export const REPORT_INTERVAL_MS = 1000;
 // gateway-wide pause (the queue is held); a shorter one as a token bucket's (the limit is cut, not held).
 const LONG_RETRY_AFTER_MS = 2000;
 
+/** Requests a report says the worker sent: answered or 429. */
+function sent(r: RateReport): number {
+  return r.answered.submit + r.answered.status + r.rateLimited.submit + r.rateLimited.status;
+}
+
 interface Arrival {
   at: number;
   report: RateReport;
@@ -143,10 +148,7 @@ export class RateLearner {
    * calls for a Retry-After, dispatches wait and send nothing.
    */
   private sendingRate(now: number): number {
-    return this.rateOf(
-      now,
-      (r) => r.answered.submit + r.answered.status + r.rateLimited.submit + r.rateLimited.status,
-    );
+    return this.rateOf(now, sent);
   }
 
   /**
@@ -154,8 +156,6 @@ export class RateLearner {
    * After idle seconds, a burst draws a 429 while the window's average sits far under the limit.
    */
   private peakSendingRate(now: number): number {
-    const sent = (r: RateReport) =>
-      r.answered.submit + r.answered.status + r.rateLimited.submit + r.rateLimited.status;
     const recent = this.arrivals.filter((a) => a.at > now - WINDOW_MS);
     let peak = 0;
     for (const end of recent) {
