@@ -74,12 +74,7 @@ const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // A Slack-style receiver that takes every notice: batch B's pause and end are told (notice workflows recorded).
 const receiver = createServer((req, res) => req.resume().on('end', () => res.writeHead(200).end()));
 await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
-const notify = [
-  {
-    url: `slack+http://127.0.0.1:${(receiver.address() as AddressInfo).port}/slack`,
-    shown: 'slack+http://127.0.0.1/…',
-  },
-];
+const notify = [`slack+http://127.0.0.1:${(receiver.address() as AddressInfo).port}/slack`];
 
 async function csv(name: string, prompts: string[]): Promise<string> {
   const path = join(dir, `${name}.csv`);

@@ -34,7 +34,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createOutputActivities(deps.outRoot, deps.roots, () => deps.gateway.videoAuth()),
     ...createRateBudgetActivities(),
     ...createPromptActivities(),
-    ...createNoticeActivities(deps.noticeSecret, deps.outRoot),
+    ...createNoticeActivities(deps.noticeSecret, deps.outRoot, deps.roots),
   };
 }
 

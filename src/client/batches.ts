@@ -15,6 +15,7 @@ import type { ProviderAdapter } from '../gateway/provider';
 import { DEFAULT_PROVIDER, providerNamed } from '../gateway/providers';
 import { loadCsv, loadValidCsv, type ParsedCsv } from '../input/csv';
 import { rowsFileKey, writeRowsFile } from '../input/rows-file';
+import { keepNoticeUrls, noticeDestinations } from '../notices/notice-store';
 import { putInput, sourceName, type CsvSource } from '../store/inputs';
 import { LocalStore } from '../store/local-store';
 import { openStore } from '../store/open-store';
@@ -94,8 +95,10 @@ export async function resolveBatchId(
  * the worker's root (`vidbatch worker --out`, default `out`) is used the same way; without `downloadDir` the
  * videos go into the batch's own output folder, unless `download` is false.
  */
-export interface StartBatchOptions extends Partial<Omit<BatchOptions, 'poll'>> {
+export interface StartBatchOptions extends Partial<Omit<BatchOptions, 'poll' | 'notify'>> {
   poll?: Partial<BatchOptions['poll']>;
+  /** Where notices go (`run --notify`): URLs, kept beside the rows file; the batch carries references to them. */
+  notify?: string[];
   /** This batch retries the failed rows of that one. */
   retryOf?: string;
   /** retry-failed: the original batch's output folder, whose jobs are checked before paying again. */
@@ -165,6 +168,8 @@ export function definedOnly<T extends object>(o: T): Partial<T> {
 function changedOptions(before: BatchOptions, after: BatchOptions): string[] {
   const flat = (o: BatchOptions): Record<string, unknown> => {
     const { poll, ...rest } = o;
+    // Notice URLs (a batch's from before references carries them) are shown by their references only.
+    rest.notify &&= noticeDestinations(undefined, rest.notify).to;
     return { ...rest, ...Object.fromEntries(Object.entries(poll).map(([k, v]) => [`poll.${k}`, v])) };
   };
   const a = flat(before);
@@ -237,7 +242,7 @@ export async function startBatch(
         `${kept.batchId} keeps its journal and results in ${kept.outDir}: set VIDBATCH_STORE (and the store's credentials) to run it again`,
       );
   }
-  const { retryOf, priorOutDir, ...rest } = options;
+  const { retryOf, priorOutDir, notify, ...rest } = options;
   const previous = await session.client.workflow
     .getHandle(batchId)
     .describe()
@@ -259,6 +264,7 @@ export async function startBatch(
   // Options are resolved here, once: a flag given, else the batch's stored options (a re-run keeps its own;
   // what was given again and differs is applied, and said), else the defaults. Workflows apply none.
   const stored: Partial<BatchOptions> = before?.options ?? {};
+  const notices = noticeDestinations(notify, stored.notify);
   const batchOptions: BatchOptions = {
     ...DEFAULT_BATCH_OPTIONS,
     ...definedOnly(stored),
@@ -273,6 +279,8 @@ export async function startBatch(
     // A retry is a deliberate regeneration: it never reuses another batch's video for its rows.
     ...(retryOf ? { reuse: false } : {}),
   };
+  if (notices.to) batchOptions.notify = notices.to;
+  else delete batchOptions.notify;
   // --no-download given to a batch that had a download root: no root is left to suggest otherwise.
   if (batchOptions.download === false) delete batchOptions.downloadDir;
   // Whether a job can be stopped is the provider's (its target's), never a flag.
@@ -319,6 +327,10 @@ export async function startBatch(
     await writeRowsFile(store, key, csv.sha256, csv.rows, batchOptions.enhance).catch((err: Error) =>
       log(`could not write ${store.urlOf(key)} (${err.message}): the workers write it from the CSV`),
     );
+    // Notice URLs are secrets (a Slack URL's path is its key): kept here, read by the worker that delivers.
+    await keepNoticeUrls(store, notices.keep).catch((err: Error) => {
+      throw new ConfigError(`--notify: the notice URLs cannot be kept in ${store.url}: ${err.message}`);
+    });
   }
   const input: BatchInput = {
     batchId,

@@ -87,7 +87,8 @@ export interface BatchOptions {
   enhance?: EnhanceOptions;
   /**
    * Where notices go (`run --notify`, docs/the-morning-after.md): the batch's end, a guard rail's stop, a pause
-   * a person must act on. Absent or empty: none.
+   * a person must act on. Absent or empty: none. Each by its origin and a reference: the URL, a secret, is kept
+   * beside the rows file (notices/notice-store.ts), never in history.
    */
   notify?: NoticeTo[];
   /**

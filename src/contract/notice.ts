@@ -39,10 +39,17 @@ export interface NoticeCounts {
   skipped: number;
 }
 
-/** A URL notices go to (`run --notify`), and how status and logs show it (its origin: a Slack URL's path is its secret). */
+/**
+ * Where notices go (`run --notify`), as a batch carries it: never the URL, which is a secret (a Slack URL's path
+ * is its key), but how status and logs show it (its origin) and the reference the worker delivering a notice
+ * reads the URL by, from the root holding the batch's folder (notices/notice-store.ts).
+ */
 export interface NoticeTo {
-  url: string;
   shown: string;
+  /** The URL's sha256 (hex, cut): its key under `<out root>/.notify/` or the store's. */
+  ref?: string;
+  /** The URL itself: only in batches started before references (their histories hold it already). */
+  url?: string;
 }
 
 /** A notice's body (JSON), as a receiver gets it. */

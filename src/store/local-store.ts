@@ -69,7 +69,12 @@ export class LocalStore implements ObjectStore {
   }
 
   async put(key: string, body: Buffer | string, options: PutOptions = {}): Promise<boolean> {
-    return this.write(key, Readable.from([body]), options.ifAbsent ?? false);
+    return this.write(
+      key,
+      Readable.from([body]),
+      options.ifAbsent ?? false,
+      options.secret ? 0o600 : undefined,
+    );
   }
 
   async upload(
@@ -79,12 +84,12 @@ export class LocalStore implements ObjectStore {
     await this.write(key, Readable.from(body), false);
   }
 
-  private async write(key: string, body: Readable, ifAbsent: boolean): Promise<boolean> {
+  private async write(key: string, body: Readable, ifAbsent: boolean, mode?: number): Promise<boolean> {
     const path = this.urlOf(key);
     await mkdir(dirname(path), { recursive: true });
     const tmp = `${path}.${randomUUID()}.tmp`;
     try {
-      await pipeline(body, createWriteStream(tmp));
+      await pipeline(body, createWriteStream(tmp, mode === undefined ? {} : { mode }));
       if (!ifAbsent) {
         await rename(tmp, path);
         return true;

@@ -13,6 +13,8 @@ export interface PutOptions {
   /** Write only if no object has the key; `put` then returns false when one does. */
   ifAbsent?: boolean;
   contentType?: string;
+  /** A secret: a folder's file is readable by its owner only (mode 0600); a bucket's object is as its policy says. */
+  secret?: boolean;
 }
 
 export interface UploadOptions {

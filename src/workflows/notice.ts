@@ -26,11 +26,21 @@ const { deliverNotice } = proxyActivities<Activities>({
 export async function noticeWorkflow(request: NoticeRequest): Promise<NoticeDelivery[]> {
   const notice = await composeNotice(request).catch(() => bareNotice(request));
   return Promise.all(
-    request.to.map(async ({ url, shown }): Promise<NoticeDelivery> => {
+    request.to.map(async (to): Promise<NoticeDelivery> => {
+      const { shown } = to;
       try {
+        // The URL is a secret: the worker reads it by its reference from the batch's root, so it is in no history.
         const attempts = await deliverNotice.executeWithOptions(
           { summary: `deliver ${notice.type} to ${shown}` },
-          [{ id: request.id, url, notice }],
+          [
+            {
+              id: request.id,
+              to,
+              notice,
+              batchId: request.batchId,
+              ...(request.outDir ? { outDir: request.outDir } : {}),
+            },
+          ],
         );
         return { url: shown, delivered: true, attempts };
       } catch (err) {

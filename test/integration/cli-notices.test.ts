@@ -4,10 +4,11 @@
 // death; a pause for a refused key told once, naming `resume`; a Slack URL gets the readable text.
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, readdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { Client } from '@temporalio/client';
 import type { Notice } from '../../src/contract/notice';
 import { background, vidbatch } from './cli-helpers';
 import { cliSettings, testEnv, type TestEnv } from './helpers';
@@ -24,7 +25,10 @@ interface Delivery {
   verified: boolean;
 }
 
-/** A receiver: `/hook` verifies signatures and refuses each notice's first `refuse` deliveries; `/slack` takes text. */
+/** A signed receiver's path: `/hook`, or one with a secret in it (`/hook/<key>`). */
+const isHook = (path: string | undefined) => path === '/hook' || !!path?.startsWith('/hook/');
+
+/** A receiver: `/hook` (and `/hook/...`) verifies signatures and refuses each notice's first `refuse` deliveries; `/slack` takes text. */
 async function receiver(refuse: number) {
   const deliveries: Delivery[] = [];
   const seen = new Map<string, number>();
@@ -34,7 +38,7 @@ async function receiver(refuse: number) {
     req.on('data', (c: Buffer) => (body += c.toString()));
     req.on('end', () => {
       let verified = false;
-      if (req.url === '/hook') {
+      if (isHook(req.url)) {
         try {
           new Webhook(SECRET).verify(body, req.headers as Record<string, string>);
           verified = true;
@@ -45,11 +49,11 @@ async function receiver(refuse: number) {
       const d: Delivery = { path: req.url ?? '', headers: req.headers, body, verified };
       deliveries.push(d);
       for (const l of listeners) l(d);
-      if (req.url === '/hook' && !verified) return void res.writeHead(400).end('bad signature');
+      if (isHook(req.url) && !verified) return void res.writeHead(400).end('bad signature');
       const id = String(req.headers['webhook-id'] ?? req.url);
       const n = (seen.get(id) ?? 0) + 1;
       seen.set(id, n);
-      res.writeHead(req.url === '/hook' && n <= refuse ? 503 : 200).end();
+      res.writeHead(isHook(req.url) && n <= refuse ? 503 : 200).end();
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -70,6 +74,25 @@ async function receiver(refuse: number) {
   };
 }
 
+/** The text of every history of each workflow whose id names `batchId` (its runs, prompts and notices), by id. */
+async function historiesOf(client: Client, batchId: string): Promise<Map<string, string>> {
+  const texts = new Map<string, string>();
+  // Payloads are bytes (JSON inside): decoded, so a URL in any input, result, memo or summary is seen.
+  const walk = (v: unknown, into: string[]): void => {
+    if (typeof v === 'string') into.push(v);
+    else if (v instanceof Uint8Array) into.push(Buffer.from(v).toString('utf8'));
+    else if (Array.isArray(v)) for (const x of v) walk(x, into);
+    else if (v && typeof v === 'object') for (const x of Object.values(v)) walk(x, into);
+  };
+  for await (const w of client.workflow.list()) {
+    if (!w.workflowId.includes(batchId)) continue;
+    const into = [texts.get(w.workflowId) ?? ''];
+    walk(await client.workflow.getHandle(w.workflowId, w.runId).fetchHistory(), into);
+    texts.set(w.workflowId, into.join('\n'));
+  }
+  return texts;
+}
+
 let env: TestEnv | undefined;
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -79,9 +102,7 @@ afterEach(async () => {
 });
 
 const notices = (ds: Delivery[], type?: string) =>
-  ds.filter(
-    (d) => d.path === '/hook' && d.verified && (!type || (JSON.parse(d.body) as Notice).type === type),
-  );
+  ds.filter((d) => isHook(d.path) && d.verified && (!type || (JSON.parse(d.body) as Notice).type === type));
 
 function workerIn(e: TestEnv, extra: Record<string, string> = {}) {
   const w = background(['worker'], {
@@ -237,5 +258,66 @@ describe('run --notify', () => {
       `notice completed: NOT delivered to ${hooks.base}/… after 1 attempt: no webhook secret on this worker`,
     );
     expect(hooks.deliveries).toHaveLength(0);
+  });
+
+  it('keeps notice URLs out of every history, and a re-run without --notify still tells them', async () => {
+    env = await testEnv();
+    const e = env;
+    const hooks = await receiver(0);
+    cleanups.push(() => hooks.close());
+    // A Slack incoming webhook's path is its key; a signed receiver's may be a secret too.
+    const key = 'T0SECRET/B0SECRET/xoxSecretPathKey0123456789';
+    const urls = [`${hooks.base}/hook/${key}`, `slack+${hooks.base}/slack/${key}`];
+    // A key the gateway refuses: the batch pauses (told), is cancelled, and is run again by a worker with a good one.
+    const refused = workerIn(e, { GATEWAY_API_KEY: 'sk-not-a-key-the-gateway-knows' });
+    await refused.waitFor(/vidbatch worker polling task queue/);
+    const csv = join(e.dir, 'secret.csv');
+    await writeFile(csv, 'id,prompt\na,a lighthouse at dusk\nb,a calm lake\n');
+    const first = await vidbatch(['run', csv, '--detach', ...FAST], {
+      cwd: e.dir,
+      env: { ...cliSettings(e), VIDBATCH_NOTIFY: urls.join(' ') },
+    });
+    expect(first.code).toBe(0);
+    const batchId = /batch (batch-\S+)/.exec(first.stderr)![1]!;
+    await hooks.until(() => notices(hooks.deliveries, 'batch.paused').length > 0);
+    expect((await vidbatch(['cancel', batchId], { cwd: e.dir, env: cliSettings(e) })).code).toBe(0);
+    await refused.stop();
+    const good = workerIn(e);
+    await good.waitFor(/vidbatch worker polling task queue/);
+    const again = await vidbatch(['run', csv, ...FAST], { cwd: e.dir, env: cliSettings(e) });
+    expect(again.code).toBe(0);
+    await hooks.until(() => notices(hooks.deliveries, 'batch.completed').length > 0);
+    await hooks.until(
+      () =>
+        hooks.deliveries.filter((d) => d.path === `/slack/${key}` && d.body.includes('completed')).length > 0,
+    );
+    // Each went to its whole URL, path and all.
+    expect(notices(hooks.deliveries).every((d) => d.path === `/hook/${key}`)).toBe(true);
+
+    const histories = await historiesOf(e.client, batchId);
+    const ids = [...histories.keys()];
+    expect(ids).toEqual(expect.arrayContaining([batchId, `${batchId}/a`, `${batchId}/b`]));
+    // The pause, the cancel and the re-run's end: each a notice workflow of its own.
+    expect(ids.filter((id) => id.startsWith(`notice/${batchId}/`))).toHaveLength(3);
+    expect(histories.get(batchId)).toContain(`${hooks.base}/…`);
+    const secret = key.split('/').at(-1)!;
+    expect(ids.filter((id) => histories.get(id)!.includes(secret))).toEqual([]);
+    for (const out of [
+      first.stderr,
+      first.stdout,
+      again.stderr,
+      again.stdout,
+      refused.output(),
+      good.output(),
+    ])
+      expect(out).not.toContain(secret);
+    const status = await vidbatch(['status', batchId], { cwd: e.dir, env: cliSettings(e) });
+    expect(status.stdout).toContain(`notice completed: delivered to ${hooks.base}/…`);
+    expect(status.stdout).not.toContain(secret);
+    // Where they are kept instead: beside the rows file, readable by their owner only.
+    const kept = join(e.dir, 'out', '.notify');
+    const files = await readdir(kept);
+    expect(files).toHaveLength(2);
+    for (const f of files) expect((await stat(join(kept, f))).mode & 0o077).toBe(0);
   });
 });

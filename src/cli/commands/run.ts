@@ -303,7 +303,7 @@ function batchOptionsFrom(o: Record<string, unknown>): StartBatchOptions {
     maxSubmissions: o.maxSubmissions as number | undefined,
     ...(o.fresh ? { reuse: false } : {}),
     ...(o.batchDeadline !== undefined ? { deadlineAt: Date.now() + (o.batchDeadline as number) } : {}),
-    ...(o.notify ? { notify: (o.notify as string[]).map((url) => ({ url, shown: shownUrl(url) })) } : {}),
+    ...(o.notify ? { notify: o.notify as string[] } : {}),
   };
 }
 
