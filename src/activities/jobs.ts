@@ -226,6 +226,9 @@ export async function checkOnce(
   return { state: 'unfinished', rawStatus: job.rawStatus };
 }
 
+/** How many dead jobs of a request one submit attempt looks past before following the latest (a bound). */
+const MAX_DEAD_JOB_LOOKS = 3;
+
 /** Time kept back from a status check's attempt when it fetches the video too, so the attempt ends in time. */
 const INLINE_DOWNLOAD_MARGIN_MS = 3_000;
 
@@ -295,6 +298,33 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
   };
 
   const { claimFor, release, settleClaim, followClaimed } = claimSteps(journal);
+
+  /**
+   * The row's claim of its request. A job another row paid for is followed only while it may bring its video:
+   * one the provider says failed, is gone or completed without a video is paid for again, here, once (the
+   * claim chain lets one row take the next claim; the others follow that new job).
+   */
+  const claimLive = async (input: SubmitInput, key: string, waitMs: number): Promise<Claim | undefined> => {
+    let replaces = input.replaces;
+    for (let looks = 0; ; looks++) {
+      try {
+        return await claimFor({ ...input, ...(replaces ? { replaces } : {}) }, key, waitMs);
+      } catch (err) {
+        if (!(err instanceof PaidElsewhere) || looks >= MAX_DEAD_JOB_LOOKS) throw err;
+        const fate = await checkOnce(gateway, { jobId: err.jobId }).catch(() => undefined);
+        if (fate?.state !== 'failed' && fate?.state !== 'gone' && fate?.state !== 'no_url') throw err;
+        Context.current().log.info(
+          'the job paid for this request earlier ended without a video; paying again',
+          {
+            rowId: input.row.id,
+            jobId: err.jobId,
+            state: fate.state,
+          },
+        );
+        replaces = err.jobId;
+      }
+    }
+  };
 
   /**
    * The video of a job a status check just found succeeded, fetched within what is left of the check's attempt
@@ -374,17 +404,19 @@ export function createJobActivities(gateway: GatewayClient, outRoot = 'out', roo
       let beats = 0;
       let claim: Claim | undefined;
       try {
+        // Claimed before paid, before any hold: another batch's row paying for the same request now, or that
+        // paid for a job that may still bring its video, is followed instead (PaidElsewhere, NotSentError). Its
+        // wait comes out of the attempt's hold budget, never out of the POST's own timeout.
+        const holdBudgetMs = Math.min(holdMs, SUBMIT_HEARTBEAT_EVERY_MS * 3);
+        claim = await claimLive(input, key, holdBudgetMs);
         const job = await gateway.submit(
           { model: row.model, input: row.input, parameters: row.parameters },
           key,
           {
-            maxWaitMs: Math.min(holdMs, SUBMIT_HEARTBEAT_EVERY_MS * 3),
+            maxWaitMs: Math.max(0, holdBudgetMs - (Date.now() - startedAt)),
             sendBy,
             ...(input.unblockedAt !== undefined ? { unblockedAt: input.unblockedAt } : {}),
             beforeSend: async () => {
-              // Claimed before paid: another batch's row paying for the same request now, or that paid for it
-              // already, is followed instead (PaidElsewhere, NotSentError).
-              claim = await claimFor(input, key);
               await recordHeartbeat(ctx, { sending: true });
               beating = setInterval(() => {
                 beats += 1;

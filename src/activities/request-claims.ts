@@ -5,13 +5,18 @@
 // task and needs no worker; its id says what is claimed, its memo who holds it, and its end what came of it:
 // terminated with `job <id>` (paid: a batch that needs the request follows that job), terminated with `no job`
 // (refused, not sent: the next claim may pay), or timed out (the holder died mid-POST or its outcome stayed
-// unknown). Claims of one request are numbered (`/1`, `/2`, ...), each started at most once, so a claim that
-// ended with a job is never replaced by a later one.
+// unknown). Claims of one request are numbered (`/1`, `/2`, ...), each started at most once: the latest claim
+// that ended with a job names the job the request is paid by, and only a row that knows that job failed, is
+// gone or made no video (`replaces`) takes the next claim and pays again. A claim that timed out is still
+// honoured while its holder's submit is pending (its retry may hold the job's id), so a slow retry never lets
+// another row pay beside it.
 import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { Context } from '@temporalio/activity';
 import { SUBMIT_HEARTBEAT_TIMEOUT_MS } from '../contract/failures';
+import { jobFollowedSignal } from '../contract/messages';
+import { promptWorkflowId } from '../contract/prompt';
 import type { SubmitResult } from '../contract/jobs';
 import type { ReusedFrom } from '../contract/prompt';
 import type { JournalEntry } from '../results/jobs-journal';
@@ -59,8 +64,8 @@ const ENDED_WITH_JOB = /^job (\S+)$/;
 /**
  * Claims the request for `holder`, or throws: PaidElsewhere when the latest claim that ended with a job is not
  * `replaces` (a job this row knows failed, so it pays for a new one); NotSentError (retried later by Temporal)
- * while another row's claim is live past a short wait. `holdMs` bounds the claim: it times out on its own if its
- * holder never releases it.
+ * while another row's claim is live past a short wait (`waitMs`, at most 5 s). `holdMs` bounds the claim: it
+ * times out on its own if its holder never releases it.
  */
 export async function claimRequest(
   client: Client,
@@ -70,11 +75,13 @@ export async function claimRequest(
     holder: ClaimHolder;
     holdMs: number;
     replaces?: string;
+    /** How long this call may wait for another row's claim (the attempt's hold budget). */
+    waitMs?: number;
     /** Called while waiting, so the attempt's heartbeat stays alive. */
     waiting?: () => void;
   },
 ): Promise<Claim> {
-  const waitUntil = Date.now() + WAIT_IN_ATTEMPT_MS;
+  const waitUntil = Date.now() + Math.min(o.waitMs ?? WAIT_IN_ATTEMPT_MS, WAIT_IN_ATTEMPT_MS);
   let paid: PaidElsewhere | undefined;
   for (let n = 1; ; n++) {
     const id = claimId(o.batchId, o.request, n);
@@ -96,7 +103,10 @@ export async function claimRequest(
       }
       const holder = claim.memo?.holder as ClaimHolder | undefined;
       const status = claim.status.name;
-      if (status === 'RUNNING') {
+      const live =
+        status === 'RUNNING' ||
+        (status === 'TIMED_OUT' && holder?.key !== o.holder.key && (await submitPending(client, holder)));
+      if (live) {
         if (holder?.key === o.holder.key) return handleOf(client, id, claim.runId);
         if (Date.now() >= waitUntil)
           throw new NotSentError(
@@ -109,11 +119,26 @@ export async function claimRequest(
         continue;
       }
       const jobId = status === 'TERMINATED' ? await endedWithJob(client, id, claim.runId) : undefined;
-      if (jobId && holder && jobId !== o.replaces)
-        paid = new PaidElsewhere(jobId, { batchId: holder.batchId, rowId: holder.rowId });
+      // The latest job paid for the request is the one that counts: a replaced (dead) one frees the next claim.
+      if (jobId && holder)
+        paid =
+          jobId === o.replaces
+            ? undefined
+            : new PaidElsewhere(jobId, { batchId: holder.batchId, rowId: holder.rowId });
       break; // the next claim: a later one may have paid again, or this row may claim it
     }
   }
+}
+
+/**
+ * Whether the holder of a claim that timed out still has its submit pending (a retry waiting for its turn may
+ * find the job's id in its heartbeat or journal): its claim is honoured until that submit ends.
+ */
+async function submitPending(client: Client, holder: ClaimHolder | undefined): Promise<boolean> {
+  if (!holder) return false;
+  const prompt = await describe(client, promptWorkflowId(holder.batchId, holder.rowId));
+  if (prompt?.status.name !== 'RUNNING') return false;
+  return (prompt.raw.pendingActivities ?? []).some((a) => a.activityType?.name === 'submitJob');
 }
 
 async function describe(client: Client, id: string): Promise<WorkflowExecutionDescription | undefined> {
@@ -174,6 +199,23 @@ function handleOf(client: Client, id: string, runId: string): Claim {
   };
 }
 
+/**
+ * Tells the row that paid for a job (its prompt) that `follower` follows it, so it never stops that job at the
+ * provider under the follower. A prompt that has closed cannot stop it any more: nothing to tell.
+ */
+export async function tellPayer(
+  client: Client,
+  payer: ReusedFrom,
+  followed: { jobId: string; batchId: string; rowId: string },
+): Promise<void> {
+  await client.workflow
+    .getHandle(promptWorkflowId(payer.batchId, payer.rowId))
+    .signal(jobFollowedSignal, followed)
+    .catch((err: unknown) => {
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
+    });
+}
+
 /** How long a claim outlives its attempt's heartbeat timeout: a retry's time to find the job and end it. */
 const CLAIM_MARGIN_MS = 60_000;
 
@@ -193,7 +235,7 @@ export function claimSteps<SubmitInput extends ClaimedSubmit>(
   ) => Promise<string | undefined>,
 ) {
   /** The claim of the row's request (request-claims.ts), for a batch that shares its root's requests. */
-  const claimFor = async (input: SubmitInput, key: string): Promise<Claim | undefined> => {
+  const claimFor = async (input: SubmitInput, key: string, waitMs?: number): Promise<Claim | undefined> => {
     const { row } = input;
     if (!input.claimRequest || !row.request) return undefined;
     const ctx = Context.current();
@@ -204,6 +246,7 @@ export function claimSteps<SubmitInput extends ClaimedSubmit>(
       // Past this attempt and a retry's look at its heartbeat: a holder that died mid-POST still settles it.
       holdMs: ctx.info.startToCloseTimeoutMs + SUBMIT_HEARTBEAT_TIMEOUT_MS + CLAIM_MARGIN_MS,
       ...(input.replaces ? { replaces: input.replaces } : {}),
+      ...(waitMs !== undefined ? { waitMs } : {}),
       // The submit heartbeat: not sending (see SubmitHeartbeat in jobs.ts).
       waiting: () => ctx.heartbeat({ sending: false }),
     });
@@ -223,8 +266,10 @@ export function claimSteps<SubmitInput extends ClaimedSubmit>(
   const settleClaim = async (input: SubmitInput, key: string, jobId: string) => {
     try {
       await release(await claimFor(input, key), jobId);
-    } catch {
-      // Released already (PaidElsewhere names this row's own job), or held by another row: nothing to end.
+    } catch (err) {
+      // Released already (PaidElsewhere names this row's own job), or held by another row: nothing to end. Any
+      // other error (the server unreachable) fails the attempt: its retry finds the job again and settles.
+      if (!(err instanceof PaidElsewhere || err instanceof NotSentError)) throw err;
     }
   };
 
@@ -250,6 +295,8 @@ export function claimSteps<SubmitInput extends ClaimedSubmit>(
       jobId: paid.jobId,
       ...(own ? {} : { followedFrom: paid.holder }),
     });
+    if (!own)
+      await tellPayer(ctx.client, paid.holder, { jobId: paid.jobId, batchId: input.batchId, rowId: row.id });
     return {
       jobId: paid.jobId,
       submittedAt: Date.now(),

@@ -1,5 +1,6 @@
 // Batches from the client side: the id of a CSV's batch (its content, target and root), start or attach. The
 // batch's handle, progress, following and cancelling are batch-handle.ts's; retry-failed.ts starts retries.
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
@@ -38,12 +39,21 @@ export {
 } from './batch-handle';
 
 /**
- * `batch-<16 hex of the CSV's sha256>-<8 hex of its scope>`: a batch is its file, its target and its output root,
+ * `batch-<16 hex of the CSV's sha256>-<8 hex of its scope>` (a retry's: of the CSV's sha256 and the batch it
+ * retries): a batch is its file, its target and its output root,
  * so a `--simulate` try-out and the real run of one file, or one file run into two roots, are separate batches.
  */
-export function batchIdFor(csv: Pick<ParsedCsv, 'sha256'>, scope: BatchScope | string): string {
+export function batchIdFor(
+  csv: Pick<ParsedCsv, 'sha256'>,
+  scope: BatchScope | string,
+  /** A retry's batch is also what it retries: retrying a retry whose rows all failed again gives the same CSV. */
+  retryOf?: string,
+): string {
   const hex = typeof scope === 'string' ? scope : scopeDigest(scope, 8);
-  return `batch-${csv.sha256.slice(0, 16)}-${hex}`;
+  const content = retryOf
+    ? createHash('sha256').update(`${csv.sha256}\nretry of ${retryOf}`).digest('hex')
+    : csv.sha256;
+  return `batch-${content.slice(0, 16)}-${hex}`;
 }
 
 /**
@@ -232,7 +242,7 @@ export async function startBatch(
   checkProvider(target, provider, session.taskQueue);
   // The root the batch's folder goes in: --out-root, else the shared store, else the worker's.
   const root = options.outDir ?? storeUrl ?? outRoot;
-  const batchId = batchIdFor(csv, { target: target.target, root });
+  const batchId = batchIdFor(csv, { target: target.target, root }, options.retryOf);
   // Without VIDBATCH_STORE, a batch of this file and target kept in the store is not started again here as a new
   // batch of the local root (which would pay for every row again): said, nothing sent.
   if (!storeUrl && !options.outDir) {

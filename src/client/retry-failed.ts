@@ -23,12 +23,15 @@ export interface RetryFailedOptions extends StartBatchOptions {
   onEarlier?: (earlier: EarlierRetry[]) => void;
   /** Told of the failed rows a retry without `code` leaves out, by code (export.ts, leftOutReason). */
   onLeftOut?: (leftOut: LeftOut[]) => void;
+  /** Told that `retry`, an earlier retry of `of`, has completed: the rows that failed there are retried from it. */
+  onChained?: (of: string, retry: string) => void;
 }
 
 export interface RetryStarted extends StartedBatch {
   /** The input CSV of the rows taken (in the original batch's folder on this machine) and how many. */
   csvPath: string;
   rows: number;
+  /** The batch whose failed rows it took: the one named, or the latest completed retry of it. */
   retryOf: string;
 }
 
@@ -71,7 +74,7 @@ async function earlierRetries(
       return chunks && loadCsvFrom(chunks, joinStorePath(dir, name));
     })().catch(() => undefined);
     if (!csv || csv.problems.length) continue;
-    const retryId = batchIdFor(csv, scope);
+    const retryId = batchIdFor(csv, scope, batchId);
     const started = await batchHandle(client, retryId)
       .describe()
       .then(() => true)
@@ -82,31 +85,75 @@ async function earlierRetries(
   return found;
 }
 
+/** How many retries of retries `retry-failed` walks before it gives up (a bound; each is one paid attempt per row). */
+const MAX_RETRY_CHAIN = 100;
+
 /**
  * `retry-failed`: a new batch of the rows whose final state in `batchId`'s manifest is failed (optionally only
  * one error code), linked to it; its rows check the jobs the original batch made for them (priorOutDir) before
- * paying again. Undefined when no row qualifies. The caller follows the batch (and runs a worker when no one
- * else does, as `run` does).
+ * paying again. A retry of it that has completed is where its rows went on: the rows that failed there are
+ * retried in turn (a retry of that retry, with its own batch id), so each `retry-failed` of a row that keeps
+ * failing pays for it once more. Undefined when no row qualifies. The caller follows the batch (and runs a
+ * worker when no one else does, as `run` does).
  */
 export async function retryFailed(
   session: Session,
   batchId: string,
   options: RetryFailedOptions = {},
 ): Promise<RetryStarted | undefined> {
-  const { code, outRoot = 'out', onEarlier, onLeftOut, ...start } = options;
-  const manifest = await findManifest(session.client, batchId, outRoot);
+  const { code, outRoot = 'out', onEarlier, onLeftOut, onChained, ...start } = options;
+  const target = (await batchTarget(session)).target;
+  let current = batchId;
+  for (let depth = 0; depth < MAX_RETRY_CHAIN; depth++) {
+    const retry = await prepareRetry(session, current, { code, outRoot, target, onEarlier, onLeftOut });
+    if (!retry) return undefined;
+    const { manifest, csv, retryId } = retry;
+    const status = await batchHandle(session.client, retryId)
+      .describe()
+      .then((d) => d.status.name)
+      .catch(() => undefined);
+    // Completed: its rows went on there, and the ones that failed again are retried from it.
+    if (status === 'COMPLETED') {
+      onChained?.(current, retryId);
+      current = retryId;
+      continue;
+    }
+    return { ...(await startRetry(session, current, manifest, csv, { outRoot, start })), retryOf: current };
+  }
+  throw new Error(
+    `${batchId}: more than ${MAX_RETRY_CHAIN} retries of retries; retry the latest one by its id`,
+  );
+}
+
+/** The failed rows of `batchId` a retry takes (its CSV written), and the id of the retry they make. */
+async function prepareRetry(
+  session: Session,
+  batchId: string,
+  o: Pick<RetryFailedOptions, 'code' | 'onEarlier' | 'onLeftOut'> & { outRoot: string; target: string },
+) {
+  const manifest = await findManifest(session.client, batchId, o.outRoot);
   // A row an earlier retry took goes on in that retry (whose folder knows its new job), never paid again here.
-  const scope = {
-    target: (await batchTarget(session)).target,
-    root: isStoreUrl(manifest) ? dirname(dirname(manifest)) : outRoot,
-  };
-  const earlier = await earlierRetries(session.client, dirname(manifest), batchId, code, scope);
+  const scope = { target: o.target, root: isStoreUrl(manifest) ? dirname(dirname(manifest)) : o.outRoot };
+  const earlier = await earlierRetries(session.client, dirname(manifest), batchId, o.code, scope);
   const taken = new Set(earlier.flatMap((e) => e.ids));
-  if (earlier.length) onEarlier?.(earlier.map((e) => e.retry));
+  if (earlier.length) o.onEarlier?.(earlier.map((e) => e.retry));
   // The CSV goes beside the batch's results on this machine; for a batch in the store, into the store too.
-  const csv = await failedRowsCsv(manifest, localFolderOf(manifest, outRoot, batchId), batchId, code, taken);
-  if (csv.leftOut.length) onLeftOut?.(csv.leftOut);
+  const folder = localFolderOf(manifest, o.outRoot, batchId);
+  const csv = await failedRowsCsv(manifest, folder, batchId, o.code, taken);
+  if (csv.leftOut.length) o.onLeftOut?.(csv.leftOut);
   if (csv.rows === 0) return undefined;
+  const parsed = await loadCsv(csv.path);
+  return { manifest, csv, retryId: batchIdFor(parsed, scope, batchId) };
+}
+
+/** Starts (or attaches to, or runs again) the retry of `batchId`'s rows in `csv`. */
+async function startRetry(
+  session: Session,
+  batchId: string,
+  manifest: string,
+  csv: { path: string; rows: number },
+  o: { outRoot: string; start: StartBatchOptions },
+): Promise<Omit<RetryStarted, 'retryOf'>> {
   if (isStoreUrl(manifest)) {
     const { store, key } = await objectAt(joinStorePath(dirname(manifest), basename(csv.path)));
     await store.upload(key, createReadStream(csv.path), { contentType: 'text/csv' });
@@ -115,21 +162,16 @@ export async function retryFailed(
   const original = (await previousInput(session.client, batchId))?.options;
   const started = await startBatch(session, csv.path, {
     // A batch in the store has its retry there too (startBatch places a new batch in VIDBATCH_STORE).
-    ...(isStoreUrl(manifest) ? {} : { outDir: outRoot }),
+    ...(isStoreUrl(manifest) ? {} : { outDir: o.outRoot }),
     ...(original?.downloadDir ? { downloadDir: dirname(original.downloadDir) } : {}),
     ...(original?.download === false ? { download: false } : {}),
     ...(original?.verify ? { verify: original.verify } : {}),
     // A row whose rewrite failed is rewritten again (nothing was kept for it, so a new chat call); rows that
     // were rewritten carry their original prompt in the retry CSV and are sent as they were.
     ...(original?.enhance ? { enhance: original.enhance } : {}),
-    ...definedOnly(start),
+    ...definedOnly(o.start),
     retryOf: batchId,
     priorOutDir: dirname(manifest),
   });
-  return {
-    ...started,
-    csvPath: csv.path,
-    rows: csv.rows,
-    retryOf: batchId,
-  };
+  return { ...started, csvPath: csv.path, rows: csv.rows };
 }

@@ -114,6 +114,42 @@ describe('nothing is bought again by accident (spawned vidbatch, Idempotency-Key
     expect(jobsPerRow(env)).toEqual({ ...afterRerun, r1: 2, r2: 2 });
   });
 
+  it('retry-failed pays once more for a row whose job failed, every time it is run, and a new file follows the last job', async () => {
+    env = await testEnv({ jobSeconds: 0.5, jobJitterSeconds: 0, faults: { jobFailure: 1 } });
+    await env.startWorker();
+    const { csv, tag } = await csvOf(env, ['a red kite', 'a blue kite']);
+    const first = await command(env, ['run', csv, ...FAST]);
+    expect(first.stdout, output(first)).toMatch(/0 succeeded, 2 failed of 2/);
+    const batchId = /(batch-[0-9a-f]{16}-[0-9a-f]{8})/.exec(first.stdout)![1]!;
+    const retried: string[] = [];
+    // While the gateway still fails them, each retry-failed of the batch pays for one more job per row: the
+    // second retries the rows that failed in the first retry, the third those of the second.
+    for (const jobs of [2, 3]) {
+      const retry = await command(env, ['retry-failed', batchId, ...FAST]);
+      expect(retry.stdout, output(retry)).toMatch(/0 succeeded, 2 failed of 2/);
+      retried.push(/Started (batch-[0-9a-f]{16}-[0-9a-f]{8}): 2 failed rows of/.exec(retry.stderr)![1]!);
+      expect(jobsPerRow(env)).toEqual({ r1: jobs, r2: jobs });
+    }
+    expect(new Set([batchId, ...retried]).size).toBe(3);
+    const third = await command(env, ['retry-failed', batchId, ...FAST]);
+    expect(third.stderr).toContain(`${retried[1]}, the retry-failed of ${retried[0]}, has completed`);
+    expect(jobsPerRow(env)).toEqual({ r1: 4, r2: 4 });
+
+    // Once the gateway makes videos, the next retry brings them home, and a new file with the same requests
+    // follows those jobs instead of the failed ones.
+    env.sim.setFaults({ jobFailure: 0 });
+    const fourth = await command(env, ['retry-failed', batchId, ...FAST]);
+    expect(fourth.stdout, output(fourth)).toMatch(/2 succeeded, 0 failed of 2/);
+    expect(jobsPerRow(env)).toEqual({ r1: 5, r2: 5 });
+    await writeFile(
+      join(env.dir, 'other.csv'),
+      `id,prompt\nx1,a red kite ${tag} 1\nx2,a blue kite ${tag} 2\n`,
+    );
+    const other = await command(env, ['run', 'other.csv', ...FAST]);
+    expect(other.stdout, output(other)).toMatch(/2 succeeded, 0 failed of 2/);
+    expect(jobsPerRow(env)).toEqual({ r1: 5, r2: 5 });
+  });
+
   it('retry-failed --code no_video_url pays for a new job per row instead of asking the same job again', async () => {
     env = await testEnv({ jobSeconds: 0.5, jobJitterSeconds: 0, faults: { jobNoUrl: 1 } });
     await env.startWorker();

@@ -66,6 +66,18 @@ describe('request claims', () => {
     await expect(
       claimRequest(client, { batchId: b, request, holder: holder(b, 'r9'), holdMs: 60_000 }),
     ).rejects.toMatchObject({ jobId: 'vid_2' });
+    // However many jobs failed before, the one that replaces the latest pays, and then is the one followed.
+    const third = await claimRequest(client, {
+      batchId: b,
+      request,
+      holder: holder(b, 'r9'),
+      holdMs: 60_000,
+      replaces: 'vid_2',
+    });
+    await third.release('vid_3');
+    await expect(
+      claimRequest(client, { batchId: a, request, holder: holder(a, 'r1'), holdMs: 60_000 }),
+    ).rejects.toMatchObject({ jobId: 'vid_3', holder: { batchId: b, rowId: 'r9' } });
     // Another target's batch (another scope) never sees these claims.
     const other = `batch-bbbbbbbbbbbbbbbb-ffffffff`;
     const own = await claimRequest(client, {

@@ -78,6 +78,7 @@ export function registerRetryFailedCommand(program: Command): void {
       let rows = 0;
       let leftOutRows = 0;
       let csvPath = '';
+      let retryOf = batchId;
       await followInTerminal(session, {
         start: async () => {
           const started = await retryFailed(session, batchId, {
@@ -90,12 +91,16 @@ export function registerRetryFailedCommand(program: Command): void {
                   `${e.rows} row(s) left out: an earlier retry-failed took them (${e.batchId}); they go on there: vidbatch retry-failed ${e.batchId}`,
                 );
             },
+            onChained: (of, retry) =>
+              console.error(
+                `${retry}, the retry-failed of ${of}, has completed: retrying the rows that failed there`,
+              ),
             onLeftOut: (leftOut) => {
               leftOutRows = leftOut.reduce((n, l) => n + l.rows, 0);
               for (const line of leftOutLines(leftOut, batchId, 'left out')) console.error(line);
             },
           });
-          if (started) ({ rows, csvPath } = started);
+          if (started) ({ rows, csvPath, retryOf } = started);
           return started;
         },
         // Read once start() ran: the rows it left out are known by then.
@@ -106,7 +111,7 @@ export function registerRetryFailedCommand(program: Command): void {
         detach: !!o.detach,
         json: !!o.json,
         startedLine: ({ attached, batchId: retryId }) =>
-          `${attached ? 'Attached to' : 'Started'} ${retryId}: ${rows} failed rows of ${batchId} (${csvPath})`,
+          `${attached ? 'Attached to' : 'Started'} ${retryId}: ${rows} failed rows of ${retryOf} (${csvPath})`,
       });
     } finally {
       await session.close();
