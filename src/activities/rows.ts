@@ -24,6 +24,7 @@ import type { ObjectStore } from '../store/object-store';
 import type { PageRow, PriorOutcome, PromptRow } from '../contract/rows';
 import { FolderPrior, mergePrior } from '../results/prior';
 import { priorFromIndex, RequestIndex, type RequestSource } from '../results/request-index';
+import { tellPayer } from './request-claims';
 import { askedOf, verifyVideo } from '../results/verify-video';
 import { STAGING_DIR } from './outputs';
 import { allowedFile, allowedPath, type PathRoots } from './paths';
@@ -313,6 +314,14 @@ export function createRowActivities(
             // No file to check here: its job is followed, so the video is fetched and checked as this batch's.
             if (strict && !verification) reuse = { follow: reuse.kept, unknownSubmits: reuse.unknownSubmits };
             prior = priorFromIndex(row, reuse, file);
+            // The row that paid for a job this row follows never stops it under this one.
+            const client = activityContext()?.client;
+            if (client && prior.followedFrom && prior.jobId)
+              await tellPayer(client, prior.followedFrom, {
+                jobId: prior.jobId,
+                batchId: input.batchId,
+                rowId: row.id,
+              });
             if (verification && prior.reused)
               prior = { ...prior, reused: verifiedReuse(prior.reused, verification) };
           }

@@ -15,8 +15,15 @@ export function createStopActivities(gateway: GatewayClient) {
       try {
         check = await checkOnce(gateway, input);
         if (check.state !== 'unfinished') return check;
-        const stopped = await gateway.cancel(input.jobId, callOptions(gateway.timeoutMs, input.unblockedAt));
-        return stopped ? { state: 'stopped' } : check;
+        // Right after the check, never after a Retry-After hold: a job that completed during a hold would have
+        // its paid video deleted by a cancel that is a DELETE. A hold now fails the attempt unsent, and the next
+        // attempt checks again first.
+        const stop = await gateway.cancel(input.jobId, check.rawStatus, {
+          ...callOptions(gateway.timeoutMs, input.unblockedAt),
+          maxWaitMs: 0,
+        });
+        if (stop === 'stopped') return { state: 'stopped' };
+        return stop === 'requested' ? { state: 'stop_requested' } : check;
       } catch (err) {
         if (err instanceof NotSentError) throw notSent(err);
         countGatewayError(err, check ? 'cancel' : 'check', gateway);

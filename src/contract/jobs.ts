@@ -36,10 +36,11 @@ export type JobCheck =
   | { state: 'gone'; rawStatus?: string };
 
 /**
- * A stop of a job the row no longer waits for (stopJob): `stopped` by the provider's cancel, or what a check
- * found instead (it had finished or failed meanwhile); `unfinished`: the provider has no cancel call.
+ * A stop of a job the row no longer waits for (stopJob): `stopped` by the provider's cancel, `stop_requested`
+ * where the cancel only asks (the job may still finish and bill), or what a check found instead (it had
+ * finished or failed meanwhile); `unfinished`: the provider has no cancel call.
  */
-export type StopResult = { state: 'stopped' } | JobCheck;
+export type StopResult = { state: 'stopped' } | { state: 'stop_requested' } | JobCheck;
 
 /** When a job's first check is due by what a worker knows now (activities firstCheckTiming). */
 export interface FirstCheckTiming {

@@ -51,3 +51,13 @@ export const promptFinishedSignal = defineSignal<[PromptResult]>('promptFinished
  * workflows/late-video.ts): the result its row ended with, as its batch recorded it.
  */
 export const rowEndedQuery = defineQuery<PromptResult | undefined>('rowEnded');
+/**
+ * To the prompt whose job another batch's row now follows (it paid for the same request): that job is never
+ * stopped at the provider under the follower, whatever becomes of this row.
+ */
+export const jobFollowedSignal = defineSignal<[JobFollowed]>('jobFollowed');
+export interface JobFollowed {
+  jobId: string;
+  batchId: string;
+  rowId: string;
+}

@@ -96,7 +96,12 @@ export interface PromptResult extends RowFields {
   chatTokens?: number;
 }
 
-export type JobStop = 'stopped' | 'ended' | 'not_stopped';
+/**
+ * What became of a job its row gave up on: stopped at the provider, found ended there, not stopped (no cancel
+ * reached it, or another batch's row follows it), or only `requested` (the provider was asked and may still
+ * finish and bill it: watched for a late video like one not stopped).
+ */
+export type JobStop = 'stopped' | 'ended' | 'not_stopped' | 'requested';
 
 /** Another batch's row whose job a row reuses or followed. */
 export interface ReusedFrom {
@@ -120,7 +125,7 @@ export function mayArriveLate(r: Pick<PromptResult, 'status' | 'errorCode' | 'jo
     r.status === 'failed' &&
     !!r.jobId &&
     LATE_CODES.has(r.errorCode ?? '') &&
-    (r.jobStop === undefined || r.jobStop === 'not_stopped')
+    (r.jobStop === undefined || r.jobStop === 'not_stopped' || r.jobStop === 'requested')
   );
 }
 

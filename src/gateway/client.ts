@@ -158,13 +158,18 @@ export class GatewayClient {
   }
 
   /**
-   * Stops a job where the provider can (its cancel call): true once it answered 2xx, false when the provider
-   * has no way to cancel. Errors as for a status check.
+   * Stops a job where the provider can (its cancel call), once it answered 2xx: `stopped`, or `requested` where
+   * the provider only asks a job in `rawStatus` to stop; undefined when the provider has no way to cancel.
+   * Errors as for a status check.
    */
-  async cancel(jobId: string, options: CallOptions = {}): Promise<boolean> {
-    if (!this.provider.cancel) return false;
+  async cancel(
+    jobId: string,
+    rawStatus: string,
+    options: CallOptions = {},
+  ): Promise<'stopped' | 'requested' | undefined> {
+    if (!this.provider.cancel) return undefined;
     await this.call(this.provider.cancel(jobId), options);
-    return true;
+    return (this.provider.cancelStops?.(rawStatus) ?? true) ? 'stopped' : 'requested';
   }
 
   /**

@@ -97,6 +97,12 @@ export interface ProviderAdapter {
   validate?: (request: GenerationRequest) => string | undefined;
   /** The call that stops a job (and its billing), where the provider has one. */
   cancel?: (jobId: string) => HttpCall;
+  /**
+   * Whether a cancel of a job in this status (its raw status, as a check just read it) surely stops it; false
+   * where the provider only asks the job to stop and it may still finish and bill (fal, a running request).
+   * Absent: a cancel stops.
+   */
+  cancelStops?: (rawStatus: string) => boolean;
   /** Listing the models: the call and what its answer says (doctor's cheap check of the key). */
   models?: { call: HttpCall; read: (json: unknown) => string[] | Problem };
   /**

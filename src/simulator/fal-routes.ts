@@ -226,9 +226,15 @@ function result({ state, origin }: DialectRequest, job: Job): DialectResult {
   return { status: 200, body: { video, seed: 42 }, job, carriesResult: true };
 }
 
-/** PUT the cancel_url: a queued or running request stops at once (and stops billing). */
+/**
+ * PUT the cancel_url: a queued or running request stops at once (and stops billing), unless its app ignores the
+ * cancel of a running request (the `cancelIgnored` fault): asked, answered, and it runs on and bills.
+ */
 function cancel(state: SimulatorState, job: Job | undefined): DialectResult {
   if (!job) return { status: 404, body: { status: 'NOT_FOUND' } };
+  const now = state.now();
+  if (job.startsAt <= now && now < job.doneAt && state.roll('cancelIgnored'))
+    return { status: 202, body: { status: 'CANCELLATION_REQUESTED' }, job };
   if (!endJob(state, job, 'cancelled', 'Request was cancelled by the client'))
     return { status: 400, body: { status: 'ALREADY_COMPLETED' }, job };
   return { status: 202, body: { status: 'CANCELLATION_REQUESTED' }, job };

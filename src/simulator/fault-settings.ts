@@ -33,6 +33,11 @@ export interface FaultProbabilities {
   jobNoUrl: number;
   /** Every status query of a job answers HTTP 500 (rolled once per job). */
   jobError5xx: number;
+  /**
+   * fal: a cancel of a running request is answered CANCELLATION_REQUESTED, but its app ignores it: the job runs
+   * on, completes and bills (fal-routes.ts).
+   */
+  cancelIgnored: number;
   /** A completed job's file is cut short (rolled once per job; video-faults.ts). */
   videoTruncated: number;
   /** A completed job's video has another resolution than asked (rolled once per job). */
@@ -110,6 +115,7 @@ export const DEFAULT_FAULTS: FaultOptions = {
   jobFailure: 0,
   jobNoUrl: 0,
   jobError5xx: 0,
+  cancelIgnored: 0,
   videoTruncated: 0,
   videoWrongResolution: 0,
   videoWrongDuration: 0,
@@ -146,6 +152,7 @@ export const faultsSchema = z
     jobFailure: probability,
     jobNoUrl: probability,
     jobError5xx: probability,
+    cancelIgnored: probability,
     videoTruncated: probability,
     videoWrongResolution: probability,
     videoWrongDuration: probability,

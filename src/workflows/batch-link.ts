@@ -17,7 +17,9 @@ import {
   promptBlockedSignal,
   promptFinishedSignal,
   promptSubmitOutcomeSignal,
+  jobFollowedSignal,
   unblockSignal,
+  type JobFollowed,
   type PromptSubmitOutcome,
 } from '../contract/messages';
 import { StateAttr } from '../contract/search-attributes';
@@ -27,11 +29,14 @@ export class BatchLink {
   /** The batch that started this prompt (absent when run on its own). */
   private readonly batch: ExternalWorkflowHandle | undefined;
   private unblocked = false;
+  /** Other batches' rows that follow a job of this row (jobFollowedSignal): never stopped under them. */
+  readonly followers: JobFollowed[] = [];
 
   constructor(private readonly state: PromptState) {
     const parent = workflowInfo().parent;
     this.batch = parent ? getExternalWorkflowHandle(parent.workflowId) : undefined;
     setHandler(unblockSignal, () => void (this.unblocked = true));
+    setHandler(jobFollowedSignal, (f) => void this.followers.push(f));
   }
 
   /** Where the submit activity reports a job id (SubmitInput.reportTo): the batch's current run. */

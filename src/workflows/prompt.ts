@@ -51,7 +51,7 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
       : run.state.followedFrom(result.jobId);
   if (followed) result = { ...result, reusedFrom: followed };
   // A job the row gave up on is stopped at the provider where it can be, before the row's end is told.
-  result = await stopAbandonedJob(run, result);
+  result = await stopAbandonedJob(run, result, run.batch.followers);
   await run.ended(result);
   // The row ended on time, and its batch knows. A job it stopped waiting for may still bring its video: watched
   // for a while, and kept as the row's new state if it comes (late-video.ts).
@@ -60,7 +60,7 @@ export async function promptWorkflow(input: PromptInput): Promise<PromptResult> 
 
 class PromptRun implements LateRun {
   readonly state: PromptState;
-  private readonly batch: BatchLink;
+  readonly batch: BatchLink;
   /** Gateway calls go to the rate-limited gateway queue, fair between batches (docs/rate-budget.md). */
   readonly gateway: ReturnType<typeof gatewayActivityOptions>;
 

@@ -215,7 +215,7 @@ describe('the transport speaking fal`s queue to the simulator', () => {
     await expect(client.getJob(job.id)).rejects.toBeInstanceOf(NotFoundError);
   });
 
-  it('holds on a 429 with its Retry-After, and cancels with a PUT: stopped, then ALREADY_COMPLETED', async () => {
+  it('holds on a 429 with its Retry-After, and cancels with a PUT: only requested while running, then ALREADY_COMPLETED', async () => {
     const { sim, client } = await setup({ jobSeconds: 5, faults: { scope: 'status', error429: 1 } });
     const job = await client.submit(row({}), 'k');
     const limited = await client.getJob(job.id).catch((e: unknown) => e);
@@ -223,12 +223,13 @@ describe('the transport speaking fal`s queue to the simulator', () => {
     expect((limited as RateLimitError).retryAfterMs).toBeGreaterThan(0);
     expect(client.holds.remainingMs('status')).toBeGreaterThan(0);
     sim.setFaults({ error429: 0 });
-    expect(await client.cancel(job.id, { maxWaitMs: 5000 })).toBe(true);
+    // A running request is only asked to stop (its app may finish it); a queued one is removed.
+    expect(await client.cancel(job.id, 'IN_PROGRESS', { maxWaitMs: 5000 })).toBe('requested');
     expect(await client.getJob(job.id)).toMatchObject({
       status: 'failed',
       error: { code: 'client_cancelled' },
     });
-    const again = await client.cancel(job.id).catch((e: unknown) => e);
+    const again = await client.cancel(job.id, 'IN_QUEUE').catch((e: unknown) => e);
     expect(again).toBeInstanceOf(BadRequestError);
     expect((again as BadRequestError).code).toBe('ALREADY_COMPLETED');
     expect(sim.stats().requests['PUT /fal/{app}/requests/{id}/cancel']).toEqual({ 202: 1, 400: 1 });

@@ -187,7 +187,7 @@ describe('the transport speaking OpenAI Videos to the simulator', () => {
     expect(client.holds.remainingMs('status')).toBeGreaterThan(0);
     expect(client.holds.remainingMs('submit')).toBe(0);
     sim.setFaults({ error429: 0 });
-    expect(await client.cancel(job.id)).toBe(true);
+    expect(await client.cancel(job.id, 'in_progress')).toBe('stopped');
     await expect(client.getJob(job.id, { maxWaitMs: 5000 })).rejects.toBeInstanceOf(NotFoundError);
     expect(await client.listModels()).toEqual(expect.arrayContaining(['sora-2', 'sora-2-pro']));
   });

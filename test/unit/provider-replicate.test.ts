@@ -191,9 +191,9 @@ describe('the transport speaking Replicate to the simulator', () => {
     expect((throttled as RateLimitError).message).toMatch(/resets in ~\d+s/);
     expect(client.holds.remainingMs('submit')).toBeGreaterThan(0);
     sim.setOptions({ rateLimit: 0 });
-    expect(await client.cancel(job.id, { maxWaitMs: 5000 })).toBe(true);
+    expect(await client.cancel(job.id, 'processing', { maxWaitMs: 5000 })).toBe('stopped');
     expect(await client.getJob(job.id)).toMatchObject({ status: 'failed', rawStatus: 'canceled' });
-    expect(await client.cancel(job.id)).toBe(true);
+    expect(await client.cancel(job.id, 'canceled')).toBe('stopped');
     expect(sim.stats().jobsCreated).toBe(1);
   });
 

@@ -210,4 +210,6 @@ export const fal: ProviderAdapter = {
   videoNeedsKey: false,
   validate,
   cancel: (jobId) => ({ method: 'PUT', path: `/${jobId}/cancel` }),
+  // A queued request is removed; a running one is only signalled, and its app may finish it and bill.
+  cancelStops: (rawStatus) => rawStatus === 'IN_QUEUE',
 };
