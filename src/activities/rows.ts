@@ -6,6 +6,7 @@
 // as well as by count so that no payload comes near Temporal's limit.
 import { createWriteStream } from 'node:fs';
 import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -107,6 +108,15 @@ function cached<T>(size: number, make: (key: string) => T): (key: string) => T {
     }
     return value;
   };
+}
+
+/** The Temporal client of the activity this code runs in, if it runs in one that has one. */
+function activityClient(): Client | undefined {
+  try {
+    return Context.current().client;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The activity this code runs in, if it runs in one (a test or `plan` calls readRows directly). */
@@ -315,7 +325,7 @@ export function createRowActivities(
             if (strict && !verification) reuse = { follow: reuse.kept, unknownSubmits: reuse.unknownSubmits };
             prior = priorFromIndex(row, reuse, file);
             // The row that paid for a job this row follows never stops it under this one.
-            const client = activityContext()?.client;
+            const client = activityClient();
             if (client && prior.followedFrom && prior.jobId)
               await tellPayer(client, prior.followedFrom, {
                 jobId: prior.jobId,
