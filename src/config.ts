@@ -265,3 +265,46 @@ export function parseS3Url(url: string): { bucket: string; prefix: string } {
     );
   return { bucket: m[1]!, prefix: prefix ? `${prefix}/` : '' };
 }
+
+/** A Worker Deployment Version: the deployment a worker belongs to and the build of its code. */
+export interface WorkerVersion {
+  deploymentName: string;
+  buildId: string;
+}
+
+export interface WorkerVersioning {
+  version: WorkerVersion;
+  /** VIDBATCH_MAKE_CURRENT (`worker --make-current`): once polling, the worker makes its build current. */
+  makeCurrent: boolean;
+}
+
+/** Temporal's rule for deployment names and build ids: no `:` (it joins them), not empty, at most 255. */
+const VERSION_PART = /^[^:\s]{1,255}$/;
+
+/**
+ * A `vidbatch worker`'s Worker Versioning (docs/upgrading.md#worker-versioning): VIDBATCH_DEPLOYMENT_NAME and
+ * VIDBATCH_BUILD_ID (`--deployment-name`, `--build-id`), both or neither. Undefined: an unversioned worker.
+ */
+export function loadWorkerVersioning(env: NodeJS.ProcessEnv = process.env): WorkerVersioning | undefined {
+  const deploymentName = env.VIDBATCH_DEPLOYMENT_NAME?.trim() ?? '';
+  const buildId = env.VIDBATCH_BUILD_ID?.trim() ?? '';
+  const makeCurrent = /^(1|true|yes)$/i.test(env.VIDBATCH_MAKE_CURRENT?.trim() ?? '');
+  if (!deploymentName && !buildId) {
+    if (makeCurrent)
+      throw new ConfigError(
+        'VIDBATCH_MAKE_CURRENT (--make-current) needs VIDBATCH_DEPLOYMENT_NAME and VIDBATCH_BUILD_ID (--deployment-name, --build-id)',
+      );
+    return undefined;
+  }
+  if (!deploymentName || !buildId)
+    throw new ConfigError(
+      `Worker Versioning needs both VIDBATCH_DEPLOYMENT_NAME (--deployment-name) and VIDBATCH_BUILD_ID (--build-id); ${deploymentName ? 'VIDBATCH_BUILD_ID' : 'VIDBATCH_DEPLOYMENT_NAME'} is not set`,
+    );
+  for (const [name, value] of [
+    ['VIDBATCH_DEPLOYMENT_NAME', deploymentName],
+    ['VIDBATCH_BUILD_ID', buildId],
+  ] as const)
+    if (!VERSION_PART.test(value))
+      throw new ConfigError(`${name} must be 1 to 255 characters with no ':' or spaces, got "${value}"`);
+  return { version: { deploymentName, buildId }, makeCurrent };
+}

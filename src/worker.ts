@@ -14,9 +14,11 @@ import {
   loadGatewaySettings,
   loadTemporalSettings,
   loadWorkerSettings,
+  loadWorkerVersioning,
   settingsTarget,
   shutdownForceMs,
   type GatewaySettings,
+  type WorkerVersion,
 } from './config';
 import { GATEWAY_ACTIVITIES } from './contract/rate-budget';
 import { workerIdentity } from './contract/target';
@@ -24,6 +26,7 @@ import { ConfigError } from './errors';
 import { GatewayClient } from './gateway/client';
 import { loadGatewayRps, withGatewayWorker } from './worker/gateway-worker';
 import { announce } from './worker/runtime';
+import { deploymentOptions, makeCurrent, MAKE_CURRENT_TIMEOUT_MS, versionName } from './worker/versioning';
 import { cachedWorkflowBundle } from './worker/workflow-bundle';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('./workflows/index.ts', import.meta.url));
@@ -48,6 +51,11 @@ export interface CreateWorkerOptions {
   gatewayRps?: number;
   /** The webhook secret notices are signed with; default VIDBATCH_NOTIFY_SECRET(_FILE) (none: unsigned notices fail). */
   noticeSecret?: string;
+  /**
+   * Worker Versioning: both Workers of the process run as this Deployment Version (worker/versioning.ts);
+   * undefined: unversioned.
+   */
+  version?: WorkerVersion;
 }
 
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
@@ -93,6 +101,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     // time waits for the longest of them (config.ts shutdownForceMs).
     shutdownGraceTime: grace,
     shutdownForceTime: shutdownForceMs(grace, gateway),
+    ...(options.version ? { workerDeploymentOptions: deploymentOptions(options.version) } : {}),
   });
   // Gateway calls run on their own, rate-limited queue, polled by a second Worker (docs/rate-budget.md).
   return withGatewayWorker(worker, { ...options, gateway, activities, shutdownGraceMs: grace });
@@ -106,6 +115,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env, outRoot?: 
   const gateway = loadGatewaySettings(env);
   const settings = loadWorkerSettings(env, outRoot);
   const temporal = loadTemporalSettings(env);
+  const versioning = loadWorkerVersioning(env);
   if (!temporal.address) {
     throw new ConfigError(
       'TEMPORAL_ADDRESS is not set: a standalone worker needs a Temporal server (try `vidbatch server`)',
@@ -125,6 +135,7 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env, outRoot?: 
       ...(settings.store ? { store: settings.store } : {}),
       shutdownGraceMs: settings.shutdownGraceMs,
       gatewayRps: loadGatewayRps(env),
+      ...(versioning ? { version: versioning.version } : {}),
     });
     const forceMs = shutdownForceMs(settings.shutdownGraceMs, gateway);
     const onSignal = (signal: string) => {
@@ -142,13 +153,16 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env, outRoot?: 
     const running = worker.run(); // polling from here on (state RUNNING)
     await ready.mark();
     announce(
-      `vidbatch worker polling task queue "${temporal.taskQueue}" on ${temporal.address} (${temporal.namespace})`,
+      `vidbatch worker polling task queue "${temporal.taskQueue}" on ${temporal.address} (${temporal.namespace})` +
+        (versioning ? ` as version ${versionName(versioning.version)}` : ''),
       {
         taskQueue: temporal.taskQueue,
         address: temporal.address,
         namespace: temporal.namespace,
+        ...(versioning ? { deploymentVersion: versionName(versioning.version) } : {}),
       },
     );
+    if (versioning?.makeCurrent) void announceCurrent(connection, temporal.namespace, versioning.version);
     try {
       await running;
     } finally {
@@ -160,6 +174,25 @@ export async function runWorker(env: NodeJS.ProcessEnv = process.env, outRoot?: 
   } finally {
     await connection.close();
   }
+}
+
+/** `--make-current`: the build is made current once the server has seen it poll, and the worker says so. */
+async function announceCurrent(connection: NativeConnection, namespace: string, version: WorkerVersion) {
+  const name = versionName(version);
+  const failed = await makeCurrent(
+    connection,
+    namespace,
+    version,
+    `vidbatch worker ${process.pid}@${hostname()}`,
+  );
+  if (failed === undefined) announce(`vidbatch worker: version ${name} is now current`, { version: name });
+  else
+    announce(
+      `vidbatch worker: could not make version ${name} current within ${seconds(MAKE_CURRENT_TIMEOUT_MS)} (${failed}); ` +
+        `this worker gets no new workflows until it is: temporal worker deployment set-current-version ` +
+        `--deployment-name ${version.deploymentName} --build-id ${version.buildId}`,
+      { version: name, error: failed },
+    );
 }
 
 const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`;

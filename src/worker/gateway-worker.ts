@@ -26,13 +26,14 @@ import {
   rateReportSignal,
   type RateReport,
 } from '../contract/rate-budget';
-import { shutdownForceMs } from '../config';
+import { shutdownForceMs, type WorkerVersion } from '../config';
 import { ConfigError } from '../errors';
 import type { GatewayClient } from '../gateway/client';
 import type { CallKind } from '../gateway/retry-after-hold';
 import type { rateBudgetWorkflow } from '../workflows/rate-budget';
 import { REPORT_INTERVAL_MS } from '../workflows/rate-learner';
 import { QueueWatchdog } from './queue-watchdog';
+import { deploymentOptions } from './versioning';
 
 /** `worker --gateway-rps` / VIDBATCH_GATEWAY_RPS: a limit the gateway publishes; unset = learn it. */
 export function loadGatewayRps(env: NodeJS.ProcessEnv = process.env): number | undefined {
@@ -57,6 +58,8 @@ export interface GatewayWorkerOptions {
   maxConcurrentActivities?: number;
   /** As the main worker's: running gateway calls get this long to finish on shutdown (ms). */
   shutdownGraceMs?: number;
+  /** As the main worker's: a pinned prompt's gateway calls go to its own build's workers. */
+  version?: WorkerVersion;
 }
 
 /** The share of a published limit the queue is pinned at (the server's burst after idle needs the room). */
@@ -256,6 +259,7 @@ export async function withGatewayWorker(main: Worker, options: GatewayWorkerOpti
           shutdownForceTime: shutdownForceMs(options.shutdownGraceMs, options.gateway),
         }
       : {}),
+    ...(options.version ? { workerDeploymentOptions: deploymentOptions(options.version) } : {}),
   });
   reporter.start(options.gatewayRps);
   const watchdog = new QueueWatchdog({

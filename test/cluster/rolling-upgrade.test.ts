@@ -1,28 +1,24 @@
-// A rolling upgrade on the self-hosted cluster (README "Deploying new code during a long batch"): a batch
-// started by an older build of vidbatch (its worker and its `run`), the pre-deploy replay check of this
-// checkout's workflow code against the cluster's open histories, then the old worker stopped and this build's
-// worker started on the same task queue. The batch ends on the new build with every row once and no job paid
-// twice. Runs with the rest of test/cluster when VIDBATCH_CLUSTER_ADDRESS and VIDBATCH_UPGRADE_FROM are set.
-import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, symlink } from 'node:fs/promises';
+// A rolling upgrade with Worker Versioning on the self-hosted cluster (docs/upgrading.md#worker-versioning):
+// workers of build A (this checkout) run a batch; workers of build B, a copy of this checkout with a workflow
+// change that is deliberately not behind patched(), start and are made current; A's workers are stopped once
+// no prompt pinned to A runs. The batch ends on B with every row once, no job paid twice, and not one failed
+// workflow task in any of its histories: without versioning, B would replay A's prompts and fail them.
+import { cp, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import proto from '@temporalio/proto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { writeVbenchCsv } from '../../bench/vbench';
+import { gatewayQueue, rateBudgetWorkflowId } from '../../src/contract/rate-budget';
 import { background, vidbatch } from '../integration/cli-helpers';
-import { simulatorProcess } from './helpers';
+import { requireCluster, simulatorProcess } from './helpers';
 
-const ADDRESS = process.env.VIDBATCH_CLUSTER_ADDRESS;
+const ADDRESS = requireCluster();
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-/**
- * The older build: an earlier commit of the same major version (1.x). A 0.x build's batches are not upgraded
- * in place: they run on another task queue and finish with a 0.x worker.
- */
-const OLD = process.env.VIDBATCH_UPGRADE_FROM;
 const ROWS = 60;
-const run = promisify(execFile);
+const { EVENT_TYPE_WORKFLOW_TASK_FAILED: WORKFLOW_TASK_FAILED } = proto.temporal.api.enums.v1.EventType;
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterAll(async () => {
@@ -30,95 +26,102 @@ afterAll(async () => {
 });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** The old build's sources, with this checkout's node_modules (same dependencies). */
-async function oldBuild(base: string): Promise<string> {
-  const dir = join(base, 'old-build');
-  await mkdir(dir);
-  await run('bash', ['-c', `git -C "${ROOT}" archive "${OLD}" | tar -x -C "${dir}"`], { timeout: 60_000 });
+/**
+ * The prompt's steps after its submit: build B waits 1 ms first. Its history then has a timer where A's has
+ * the state's search-attribute update, so a prompt A started that B replays fails its workflow task.
+ */
+const AFTER_SUBMIT = 'const failed = await this.submit();\n    if (failed) return failed;\n';
+
+/** Build B: this checkout's sources (as they are now) with the change above, and its node_modules. */
+async function buildB(base: string): Promise<string> {
+  const dir = join(base, 'build-b');
+  for (const part of ['src', 'bin', 'package.json', 'tsconfig.json'])
+    await cp(join(ROOT, part), join(dir, part), { recursive: true });
   await symlink(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+  const prompt = join(dir, 'src', 'workflows', 'prompt.ts');
+  const code = await readFile(prompt, 'utf8');
+  if (!code.includes(AFTER_SUBMIT)) throw new Error(`build B: ${prompt} no longer has ${AFTER_SUBMIT}`);
+  await writeFile(prompt, code.replace(AFTER_SUBMIT, `${AFTER_SUBMIT}    await sleep(1);\n`));
   return join(dir, 'bin', 'vidbatch.mjs');
 }
 
-describe.skipIf(!ADDRESS || !OLD)('a rolling upgrade on the cluster', () => {
-  it('continues a batch of an older build on this build, after the replay check passed', async () => {
+async function until(what: string, done: () => Promise<boolean>, timeoutMs = 300_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await done())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(500);
+  }
+}
+
+describe.skipIf(!ADDRESS)('a rolling upgrade with Worker Versioning on the cluster', () => {
+  it('finishes a batch on build B, A pinned prompts ended on A, no workflow task failed', async () => {
     const base = await mkdtemp(join(tmpdir(), 'vidbatch-upgrade-'));
-    const oldCli = await oldBuild(base);
-    const folders = {
-      old: join(base, 'old-worker'),
-      new: join(base, 'new-worker'),
-      user: join(base, 'user'),
-    };
+    cleanups.push(() => rm(base, { recursive: true, force: true })); // last, once every process stopped
+    const cliB = await buildB(base);
+    const folders = { a: join(base, 'worker-a'), b: join(base, 'worker-b'), user: join(base, 'user') };
     const shared = { in: join(base, 'in'), out: join(base, 'out') };
     for (const d of [...Object.values(folders), ...Object.values(shared)])
       await mkdir(d, { recursive: true });
-    // A task queue of its own: the other cluster test's workers (this build) must not take these tasks.
-    const temporal = {
-      TEMPORAL_ADDRESS: ADDRESS!,
-      VIDBATCH_TASK_QUEUE: `upgrade-${Date.now().toString(36)}`,
-    };
+    const id = Date.now().toString(36);
+    // A task queue and a deployment of its own: the other cluster tests' workers must not take these tasks.
+    const temporal = { TEMPORAL_ADDRESS: ADDRESS!, VIDBATCH_TASK_QUEUE: `upgrade-${id}` };
+    const deployment = `vidbatch-upgrade-${id}`;
+    const connection = await Connection.connect({ address: ADDRESS! });
+    cleanups.push(() => connection.close());
+    const client = new Client({ connection });
+    const count = async (query: string) => (await client.workflow.count(query)).count;
 
     const { baseUrl, apiKey, stats } = await simulatorProcess(
       ['--job-seconds', '4', '--job-jitter', '1', '--rate-limit', '20'],
       base,
       cleanups,
     );
-    const workerEnv = {
+    const workerEnv = (build: string) => ({
       ...temporal,
       GATEWAY_BASE_URL: baseUrl,
       GATEWAY_API_KEY: apiKey,
       VIDBATCH_INPUT_ROOT: shared.in,
       VIDBATCH_OUT_ROOT: shared.out,
       VIDBATCH_SHUTDOWN_GRACE_MS: '10000',
+      VIDBATCH_DEPLOYMENT_NAME: deployment,
+      VIDBATCH_BUILD_ID: build,
+      VIDBATCH_MAKE_CURRENT: 'true',
+    });
+    const startWorker = async (build: 'a' | 'b', cli?: string) => {
+      const w = background(['worker'], { cwd: folders[build], env: workerEnv(build), cli });
+      cleanups.push(() => w.stop());
+      await w.waitFor(/vidbatch worker: version \S+ is now current/, 240_000);
+      return w;
     };
 
-    const oldWorker = background(['worker'], { cwd: folders.old, env: workerEnv, cli: oldCli });
-    cleanups.push(() => oldWorker.stop());
-    await oldWorker.waitFor(/vidbatch worker polling task queue/, 180_000);
+    const workerA = await startWorker('a');
     const csv = join(shared.in, 'prompts.csv');
     await writeVbenchCsv(csv, ROWS, 'all_dimension', Date.now() % 1_000_000_000);
     const started = await vidbatch(
       ['run', csv, '--detach', '--concurrency', '10', '--first-poll', '3', '--poll-interval', '1'],
-      { cwd: folders.user, env: temporal, cli: oldCli },
+      { cwd: folders.user, env: temporal },
     );
     expect(started.code, started.stderr).toBe(0);
     const batch = /Started batch (batch-[0-9a-f]{16}(?:-[0-9a-f]{8})?)/.exec(started.stderr)![1]!;
-    const deadline = Date.now() + 300_000;
-    while ((await stats()).jobsCreated < 20 && Date.now() < deadline) await sleep(250);
+    await until('20 jobs made on build A', async () => (await stats()).jobsCreated >= 20);
 
-    // Before the switch: this checkout's workflow code replays every open workflow of the batch.
-    const check = await run(
-      'npm',
-      [
-        'run',
-        '-s',
-        'replay-check',
-        '--',
-        '--query',
-        `TaskQueue = '${temporal.VIDBATCH_TASK_QUEUE}' AND ExecutionStatus = 'Running'`,
-      ],
-      {
-        cwd: ROOT,
-        env: { ...process.env, TEMPORAL_ADDRESS: ADDRESS! },
-        timeout: 300_000,
-      },
-    ).catch((err: { code?: number; stdout?: string; stderr?: string }) => err);
-    const replayed = /Replayed (\d+) open workflow histor(?:y|ies) .*: (\d+) ok, (\d+) failed/.exec(
-      check.stdout ?? '',
-    );
-    expect(replayed, `${check.stdout}\n${check.stderr}`).not.toBeNull();
-    expect(Number(replayed![1])).toBeGreaterThan(1); // the batch and prompts in flight
-    expect(Number(replayed![3])).toBe(0);
-
-    // The switch: the old worker stops (its calls on the wire finish), the new one takes over.
-    const stopped = await oldWorker.stop();
-    expect(stopped.code, oldWorker.output()).toBe(0);
+    // B becomes current: new prompts start on B, the batch moves there at its next workflow task, and the
+    // prompts A started stay pinned to A, which keeps running until the last of them ends.
+    const workerB = await startWorker('b', cliB);
     const atSwitch = (await stats()).jobsCreated;
-    const newWorker = background(['worker'], { cwd: folders.new, env: workerEnv });
-    cleanups.push(() => newWorker.stop());
-    await newWorker.waitFor(/vidbatch worker polling task queue/, 120_000);
+    const pinnedToA = (running: boolean) =>
+      `TaskQueue = '${temporal.VIDBATCH_TASK_QUEUE}' AND TemporalWorkerDeploymentVersion = '${deployment}:a'` +
+      ` AND TemporalWorkflowVersioningBehavior = 'Pinned'` +
+      (running ? ` AND ExecutionStatus = 'Running'` : '');
+    expect(await count(pinnedToA(true)), 'prompts pinned to A at the switch').toBeGreaterThan(0);
+    await until('no prompt pinned to A running', async () => (await count(pinnedToA(true))) === 0);
+    const stopped = await workerA.stop();
+    expect(stopped.code, workerA.output()).toBe(0);
+
     const watched = await vidbatch(['watch', batch], { cwd: folders.user, env: temporal });
     expect(watched.code, watched.stdout + watched.stderr).toBe(0);
     expect(watched.stdout).toContain(`${batch}: ${ROWS} succeeded, 0 failed of ${ROWS}`);
+    expect(workerB.output()).not.toMatch(/nondetermin/i);
 
     const lines = (await readFile(join(shared.out, batch, 'manifest.jsonl'), 'utf8'))
       .split('\n')
@@ -130,9 +133,30 @@ describe.skipIf(!ADDRESS || !OLD)('a rolling upgrade on the cluster', () => {
     expect(Object.keys(s.idempotencyKeysBilledMoreThanOnce)).toEqual([]);
     expect(s.jobsCreated).toBe(ROWS);
 
+    // Both builds ran prompts of the batch, and the batch itself ended on B.
+    const onA = await count(`BatchId = '${batch}' AND ${pinnedToA(false)}`);
+    const onB = await count(`BatchId = '${batch}' AND TemporalWorkerDeploymentVersion = '${deployment}:b'`);
+    expect(onA).toBeGreaterThan(0);
+    expect(onB).toBeGreaterThan(1);
+
+    // Every history of the batch (each run of the batch, every prompt) and the queue's rate learner.
+    const failedTasks: string[] = [];
+    let histories = 0;
+    const learner = rateBudgetWorkflowId(gatewayQueue(temporal.VIDBATCH_TASK_QUEUE));
+    for await (const wf of client.workflow.list({
+      query: `BatchId = '${batch}' OR WorkflowId = '${learner}'`,
+    })) {
+      histories += 1;
+      const history = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
+      const failed = (history.events ?? []).filter((e) => e.eventType === WORKFLOW_TASK_FAILED);
+      if (failed.length) failedTasks.push(`${wf.workflowId} (${wf.runId}): ${failed.length}`);
+    }
+    expect(failedTasks, 'histories with a failed workflow task').toEqual([]);
+    expect(histories).toBeGreaterThan(ROWS);
+
     console.log(
-      `[upgrade] ${OLD} -> this checkout: ${atSwitch} jobs made before the switch; ` +
-        `${replayed![1]} open histories replayed ok`,
+      `[upgrade] ${atSwitch} jobs made before build B became current; ${onA} prompts ended on A, ` +
+        `${onB} workflows on B; ${histories} histories without a failed workflow task`,
     );
   }, 600_000);
 });

@@ -2,6 +2,14 @@
 import { type Command, Option } from 'commander';
 import { fail, hiddenAlias } from '../support';
 
+interface WorkerFlags {
+  outRoot: string;
+  gatewayRps?: string;
+  deploymentName?: string;
+  buildId?: string;
+  makeCurrent?: boolean;
+}
+
 export function registerWorkerCommand(program: Command): void {
   const command = program
     .command('worker')
@@ -29,15 +37,36 @@ export function registerWorkerCommand(program: Command): void {
         '--gateway-rps <rps>',
         "the gateway's published rate limit for all workers on this task queue (default: learned)",
       ).env('VIDBATCH_GATEWAY_RPS'),
+    )
+    .addOption(
+      new Option(
+        '--deployment-name <name>',
+        'Worker Versioning: the Worker Deployment this worker belongs to (with --build-id; default: unversioned)',
+      ).env('VIDBATCH_DEPLOYMENT_NAME'),
+    )
+    .addOption(
+      new Option(
+        '--build-id <id>',
+        'Worker Versioning: the build of this code; prompts stay on the build that started them',
+      ).env('VIDBATCH_BUILD_ID'),
+    )
+    .addOption(
+      new Option(
+        '--make-current',
+        "once polling, make this build its deployment's current version: new prompts and every batch move to it (env: VIDBATCH_MAKE_CURRENT=true)",
+      ),
     );
   hiddenAlias(command, new Option('--out <dir>', 'old name of --out-root'), 'outRoot');
-  command.action(async (o: { outRoot: string; gatewayRps?: string }) => {
+  command.action(async (o: WorkerFlags) => {
     const [{ findLocalServer }, { runWorker }] = await Promise.all([
       import('../../dev-server/local-server'),
       import('../../worker'),
     ]);
     const env: NodeJS.ProcessEnv = { ...process.env };
     if (o.gatewayRps) env.VIDBATCH_GATEWAY_RPS = o.gatewayRps;
+    if (o.deploymentName) env.VIDBATCH_DEPLOYMENT_NAME = o.deploymentName;
+    if (o.buildId) env.VIDBATCH_BUILD_ID = o.buildId;
+    if (o.makeCurrent) env.VIDBATCH_MAKE_CURRENT = 'true';
     if (!env.TEMPORAL_ADDRESS) {
       const local = await findLocalServer(60_000, (m) => console.error(m)).catch(fail);
       if (local?.address) env.TEMPORAL_ADDRESS = local.address;
